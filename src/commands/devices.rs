@@ -1,0 +1,26 @@
+//! `rdmadiag devices`: one row per RDMA device.
+
+use crate::cli::DevicesArgs;
+use crate::exit;
+use crate::inventory;
+use crate::output;
+use crate::render::{self, Style};
+use anyhow::Result;
+use serde::Serialize;
+
+/// The JSON document of `devices --json`.
+#[derive(Serialize)]
+struct DevicesDoc<'a> {
+    devices: &'a [inventory::DeviceInfo],
+}
+
+pub fn run(args: &DevicesArgs) -> Result<u8> {
+    inventory::check_device_name(args.device.as_deref())?;
+    let devs = inventory::devices(args.device.as_deref(), false)?;
+    if args.output.json {
+        output::emit_json(&DevicesDoc { devices: &devs })?;
+    } else {
+        output::emit(&render::devices_table(&devs, Style::detect()))?;
+    }
+    Ok(exit::OK)
+}

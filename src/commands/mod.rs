@@ -1,0 +1,15 @@
+//! One module per subcommand: parse options, call the core, hand the result to a renderer.
+
+mod devices;
+mod ports;
+
+use crate::cli::{Cli, Command};
+use anyhow::Result;
+
+/// Run the parsed command line; returns the exit code.
+pub fn run(cli: Cli) -> Result<u8> {
+    match cli.command {
+        Command::Devices(args) => devices::run(&args),
+        Command::Ports(args) => ports::run(&args),
+    }
+}

@@ -1,0 +1,29 @@
+//! The verbs core: safe RAII wrappers over libibverbs (via rdma-sys). The only module with `unsafe`.
+//!
+//! Ownership mirrors the verbs object tree: a `QueuePair` holds `Arc`s to its PD and CQs, which
+//! hold their `Context`, so a child can never outlive its parent and drop order is always right.
+
+mod ah;
+mod cq;
+mod device;
+mod error;
+mod gid;
+mod mr;
+mod pd;
+mod qp;
+mod types;
+
+pub use ah::{AddressHandle, GlobalRoute, PathAttr};
+pub use cq::{Completion, CompletionChannel, CompletionQueue, WcOpcode, WcStatus};
+pub use device::{Context, Device, DeviceAttr, DeviceLimits, DeviceList, PortAttr, netdev_name};
+pub use error::{VerbsError, errno_name};
+pub use gid::{Gid, GidEntry, default_gid_index};
+pub use mr::{Access, MemoryRegion};
+pub use pd::ProtectionDomain;
+pub use qp::{
+    QpCaps, QpType, QueuePair, RemoteQp, RtrParams, RtsParams, SendOp, SendRequest, UdDest,
+};
+pub use types::{
+    AtomicCap, GidType, LinkLayer, Mtu, NodeType, PhysState, PortState, Transport, speed_per_lane,
+    width_lanes,
+};
