@@ -3,7 +3,7 @@
 mod common;
 use common::*;
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// A fake sysfs for libibverbs (SYSFS_PATH) and for rdmadiag (RDMADIAG_SYSFS_ROOT).
 fn fake_sysfs(name: &str, uverbs: bool, devices: &[&str]) -> PathBuf {
@@ -21,7 +21,7 @@ fn fake_sysfs(name: &str, uverbs: bool, devices: &[&str]) -> PathBuf {
     root
 }
 
-fn run_with_sysfs(root: &PathBuf, args: &[&str]) -> std::process::Output {
+fn run_with_sysfs(root: &Path, args: &[&str]) -> std::process::Output {
     let sys = root.to_str().unwrap();
     let class = root.join("class/infiniband");
     rdmadiag_env(
