@@ -285,3 +285,121 @@ pub fn ports_text(r: &PortsReport, style: Style) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inventory::{GidInfo, PortsReport};
+    use crate::verbs::{GidType, LinkLayer, Mtu, NodeType, PhysState, PortState, Transport};
+
+    fn port() -> PortInfo {
+        PortInfo {
+            device: "rxe0".into(),
+            port: 1,
+            state: PortState::Active,
+            physical_state: PhysState::LinkUp,
+            link_layer: LinkLayer::Ethernet,
+            lid: 0,
+            sm_lid: 0,
+            lmc: 0,
+            max_mtu: Some(Mtu(4096)),
+            active_mtu: Some(Mtu(1024)),
+            active_width: Some("4X".into()),
+            active_speed: Some("EDR".into()),
+            speed_per_lane_gbps: Some(25.0),
+            rate_gbps: Some(100.0),
+            netdev: Some("dummy0".into()),
+            default_gid_index: Some(1),
+            gids: vec![
+                GidInfo {
+                    index: 0,
+                    gid: "fe80::1".parse().unwrap(),
+                    gid_type: GidType::RoceV2,
+                    netdev: Some("dummy0".into()),
+                    ip: Some("fe80::1".into()),
+                    default: false,
+                },
+                GidInfo {
+                    index: 1,
+                    gid: "::ffff:10.77.0.1".parse().unwrap(),
+                    gid_type: GidType::RoceV2,
+                    netdev: Some("dummy0".into()),
+                    ip: Some("10.77.0.1".into()),
+                    default: true,
+                },
+            ],
+            pkeys: vec!["0xffff".into()],
+            details: None,
+            counters: Some(BTreeMap::from([
+                ("port_rcv_errors".to_string(), 3),
+                ("port_xmit_data".to_string(), 10),
+            ])),
+            hw_counters: None,
+        }
+    }
+
+    #[test]
+    fn plain_ports_text_has_gids_types_ips_and_marks() {
+        let r = PortsReport {
+            devices: vec![],
+            ports: vec![port()],
+        };
+        let out = ports_text(&r, Style::plain());
+        assert!(!out.contains('\u{1b}'), "no escape codes on a pipe");
+        assert!(out.contains("ACTIVE (LINK_UP)"), "{out}");
+        assert!(
+            out.contains("4X EDR (25 Gb/s per lane) = 100 Gb/s"),
+            "{out}"
+        );
+        assert!(out.contains("1024 active, 4096 max"), "{out}");
+        let row = out
+            .lines()
+            .find(|l| l.contains("::ffff:10.77.0.1") && l.contains("dummy0"))
+            .expect("GID row");
+        assert!(row.trim_start().starts_with('*'), "{row}");
+        assert!(
+            row.contains("RoCE v2") && row.contains("10.77.0.1"),
+            "{row}"
+        );
+        let bad = out.lines().find(|l| l.contains("port_rcv_errors")).unwrap();
+        assert!(bad.contains("! error count"), "{bad}");
+        let fine = out.lines().find(|l| l.contains("port_xmit_data")).unwrap();
+        assert!(!fine.contains('!'), "{fine}");
+        assert!(!out.contains("LID / SM LID"), "no LID row on Ethernet");
+    }
+
+    #[test]
+    fn devices_table_one_row_per_device() {
+        let d = DeviceInfo {
+            name: "mlx5_0".into(),
+            node_guid: "0c42:a103:0065:d4a6".into(),
+            sys_image_guid: "0c42:a103:0065:d4a6".into(),
+            node_type: NodeType::Ca,
+            transport: Transport::InfiniBand,
+            fw_ver: "20.31.1014".into(),
+            hw_ver: 0,
+            vendor_id: 0x02c9,
+            vendor_part_id: 4123,
+            board_id: Some("MT_0000000222".into()),
+            phys_port_cnt: 2,
+            ports_active: 1,
+            port_summary: "1/2 active".into(),
+            limits: None,
+        };
+        let out = devices_table(
+            &[
+                d.clone(),
+                DeviceInfo {
+                    name: "mlx5_1".into(),
+                    ..d
+                },
+            ],
+            Style::plain(),
+        );
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 3, "{out}");
+        assert!(lines[0].contains("DEVICE") && lines[0].contains("NODE GUID"));
+        assert!(lines[1].contains("0c42:a103:0065:d4a6") && lines[1].contains("0x02c9"));
+        assert!(lines[1].contains("1/2 active") && lines[1].contains("20.31.1014"));
+    }
+}
