@@ -1,8 +1,7 @@
-//! Lab tests: run only inside the Soft-RoCE lab (scripts/lab, via scripts/test) on rxe0.
-//! Each is `#[ignore]`d on the host and fails loudly when rxe0 is missing.
+//! Lab tests of devices, ports and the verbs core on rxe0.
 
-mod common;
-use common::*;
+use crate::common::*;
+use crate::{DEV, require_rxe0};
 use rdmadiag::verbs::{
     Access, Completion, CompletionChannel, CompletionQueue, DeviceList, GlobalRoute, PathAttr,
     ProtectionDomain, QpCaps, QpType, QueuePair, RemoteQp, RtrParams, RtsParams, SendOp,
@@ -12,16 +11,6 @@ use serde_json::Value;
 use std::fs;
 use std::process::Command;
 use std::time::{Duration, Instant};
-
-const DEV: &str = "rxe0";
-const LAB: &str = "lab: needs rxe0; run by scripts/test inside the Soft-RoCE lab";
-
-fn require_rxe0() {
-    assert!(
-        std::path::Path::new("/sys/class/infiniband/rxe0").exists(),
-        "no rxe0 here: this lab test must run inside scripts/lab (scripts/test does that)"
-    );
-}
 
 fn devinfo() -> DevinfoDevice {
     let o = Command::new("ibv_devinfo")
@@ -45,7 +34,6 @@ fn sysfs(rel: &str) -> String {
 #[ignore = "lab: needs rxe0; run by scripts/test inside the Soft-RoCE lab"]
 fn devices_json_agrees_with_ibv_devinfo() {
     require_rxe0();
-    let _ = LAB;
     let doc = rdmadiag_json(&["devices", "--json"]);
     let devs = doc["devices"].as_array().expect("devices array");
     let d = devs.iter().find(|d| d["name"] == DEV).expect("rxe0 listed");
