@@ -1,6 +1,10 @@
 //! The command line: every subcommand and flag, defined once for parsing, man pages and completions.
 
-use clap::{Args, Parser, Subcommand};
+use crate::connect::control::{DEFAULT_PORT, Transport};
+use crate::units::{parse_duration, parse_msg_size, parse_mtu};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::net::IpAddr;
+use std::time::Duration;
 
 /// Version string: the crate version plus the git revision it was built from.
 pub const VERSION: &str = concat!(
@@ -25,6 +29,114 @@ pub enum Command {
     Devices(DevicesArgs),
     /// Show ports: state, link layer, MTU, speed, netdev and the GID table with types and IPs.
     Ports(PortsArgs),
+    /// SEND/RECV ping-pong round trips (like ibv_rc_pingpong): server without HOST, client with.
+    Pingpong(PingpongArgs),
+}
+
+/// Peer tools rdmadiag can speak to on their own wire protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Compat {
+    /// rdma-core's ibv_rc_pingpong / ibv_ud_pingpong exchange (the peer then needs -g IDX).
+    Ibv,
+}
+
+/// Connection options shared by every test subcommand.
+#[derive(Debug, Clone, Args)]
+pub struct ConnectArgs {
+    /// The server to connect to. Without it, this side is the server and serves one client.
+    pub host: Option<String>,
+
+    /// TCP port of the control connection.
+    #[arg(short = 'p', long = "port", default_value_t = DEFAULT_PORT,
+          value_parser = clap::value_parser!(u16).range(1..))]
+    pub port: u16,
+
+    /// Server: listen on this address only.
+    #[arg(long, value_name = "ADDR", conflicts_with = "host")]
+    pub bind: Option<IpAddr>,
+
+    /// Server: keep serving, one client after another, whatever test each asks for.
+    #[arg(long, conflicts_with = "host")]
+    pub persist: bool,
+
+    /// Run both ends in this process on one device: a self-test needing no peer.
+    #[arg(long, conflicts_with_all = ["host", "persist", "bind"])]
+    pub loopback: bool,
+
+    /// Connect the queue pairs through rdma_cm (librdmacm) instead of exchanging them by hand.
+    #[arg(long)]
+    pub cm: bool,
+
+    /// Use this RDMA device (default: the one carrying the IP that reaches the peer).
+    #[arg(short = 'd', long = "device", value_name = "DEV")]
+    pub device: Option<String>,
+
+    /// Use this port of the device (1-based).
+    #[arg(short = 'i', long = "ib-port", value_name = "PORT",
+          value_parser = clap::value_parser!(u8).range(1..))]
+    pub ib_port: Option<u8>,
+
+    /// Use this GID index (default on RoCE: the RoCE v2 GID of the IP that reaches the peer).
+    #[arg(short = 'x', long = "gid-index", value_name = "IDX")]
+    pub gid_index: Option<u32>,
+
+    /// Path MTU in bytes (default: the smaller active MTU of the two ports).
+    #[arg(long, value_name = "BYTES", value_parser = parse_mtu)]
+    pub mtu: Option<u32>,
+
+    /// Longest wait for anything from the peer (connect, each message, each completion).
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    pub timeout: Duration,
+
+    /// Server: how long to wait for a client before giving up (not with --persist).
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_duration)]
+    pub wait: Duration,
+
+    /// Speak another tool's protocol instead of rdmadiag's.
+    #[arg(long, value_enum, value_name = "TOOL")]
+    pub compat: Option<Compat>,
+
+    /// Print the device, port, GID and MTU used on both ends (on stderr).
+    #[arg(short = 'v', long)]
+    pub verbose: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PingpongArgs {
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+
+    /// Transport: reliable (RC), unreliable connected (UC) or unreliable datagram (UD).
+    #[arg(
+        short = 'c',
+        long = "connection",
+        value_enum,
+        default_value = "RC",
+        ignore_case = true
+    )]
+    pub transport: Transport,
+
+    /// Message size in bytes; K, M and G are binary (4K = 4096).
+    #[arg(short = 's', long = "size", value_name = "SIZE", default_value = "4096",
+          value_parser = parse_msg_size)]
+    pub size: u32,
+
+    /// Number of round trips.
+    #[arg(short = 'n', long = "iters", value_name = "N", default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
+    pub iterations: u64,
+
+    /// Receives kept posted.
+    #[arg(long = "rx-depth", value_name = "N", default_value_t = 500,
+          value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub rx_depth: u32,
+
+    /// Sleep on completion events instead of busy polling.
+    #[arg(short = 'e', long)]
+    pub events: bool,
+
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 /// Output options shared by every subcommand.

@@ -4,10 +4,15 @@
 
 pub mod cli;
 pub mod commands;
+pub mod connect;
 pub mod exit;
 pub mod inventory;
 pub mod output;
+pub mod pingpong;
 pub mod render;
+pub mod session;
+pub mod stats;
 pub mod sysfs;
+pub mod units;
 #[allow(unsafe_code)]
 pub mod verbs;

@@ -25,6 +25,7 @@ fn main() -> ExitCode {
             return ExitCode::from(exit::USAGE);
         }
     };
+    install_ctrl_c();
     match commands::run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
@@ -32,4 +33,14 @@ fn main() -> ExitCode {
             ExitCode::from(exit::code_for(&e))
         }
     }
+}
+
+/// First Ctrl-C: ask every wait loop to stop so resources unwind cleanly; second: exit now.
+fn install_ctrl_c() {
+    use std::sync::atomic::Ordering;
+    let _ = ctrlc::set_handler(|| {
+        if rdmadiag::session::STOP.swap(true, Ordering::SeqCst) {
+            std::process::exit(130);
+        }
+    });
 }

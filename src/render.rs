@@ -1,6 +1,8 @@
 //! Renders result structs as terminal tables or plain text; never touches a device.
 
+use crate::connect::endpoint::Endpoint;
 use crate::inventory::{DeviceInfo, PortInfo, PortsReport};
+use crate::session::pingpong::PingpongReport;
 use crate::sysfs::is_error_counter;
 use comfy_table::presets::{NOTHING, UTF8_FULL_CONDENSED};
 use comfy_table::{Attribute, Cell, Color, ContentArrangement, Table};
@@ -283,6 +285,71 @@ pub fn ports_text(r: &PortsReport, style: Style) -> String {
         }
         out.push_str(&port_block(p, style));
     }
+    out
+}
+
+fn endpoint_text(e: &Endpoint) -> String {
+    if e.port == 0 {
+        // What rdma-core's exchange tells: no device, port or GID index.
+        return format!("{}  QPN 0x{:06x}  GID {}", e.device, e.qpn, e.gid);
+    }
+    format!(
+        "{} port {}  QPN 0x{:06x}  GID[{}] {}{}{}",
+        e.device,
+        e.port,
+        e.qpn,
+        e.gid_index,
+        e.gid,
+        e.gid_type.map(|t| format!(" {t}")).unwrap_or_default(),
+        e.netdev
+            .as_deref()
+            .map(|n| format!(" on {n}"))
+            .unwrap_or_default()
+    )
+}
+
+/// `rdmadiag pingpong`: what ran where, round-trip latency, rate.
+pub fn pingpong_text(r: &PingpongReport, style: Style) -> String {
+    let mut out = format!(
+        "pingpong {} {} B x {} round trips, path MTU {}{}\n",
+        r.transport,
+        r.size,
+        r.iterations,
+        r.path_mtu,
+        r.compat
+            .as_deref()
+            .map(|c| format!(" (compat {c})"))
+            .unwrap_or_default()
+    );
+    out.push_str(&format!("  local   {}\n", endpoint_text(&r.local)));
+    out.push_str(&format!("  remote  {}\n", endpoint_text(&r.remote)));
+    let l = &r.latency;
+    let mut t = style.table(&[
+        "round trip (us)",
+        "min",
+        "median",
+        "mean",
+        "stdev",
+        "p99",
+        "p99.9",
+        "max",
+    ]);
+    let f = |v: f64| Cell::new(format!("{v:.2}"));
+    t.add_row(vec![
+        Cell::new(""),
+        f(l.min_us),
+        f(l.median_us),
+        f(l.avg_us),
+        f(l.stdev_us),
+        f(l.p99_us),
+        f(l.p999_us),
+        f(l.max_us),
+    ]);
+    out.push_str(&finish(&t));
+    out.push_str(&format!(
+        "  {} round trips in {:.3} s: {:.0} round trips/s, {:.2} Mb/s\n",
+        r.iterations, r.elapsed_s, r.round_trips_per_sec, r.bandwidth_mbps
+    ));
     out
 }
 

@@ -1,6 +1,7 @@
 //! One module per subcommand: parse options, call the core, hand the result to a renderer.
 
 mod devices;
+pub mod pingpong;
 mod ports;
 
 use crate::cli::{Cli, Command};
@@ -11,5 +12,6 @@ pub fn run(cli: Cli) -> Result<u8> {
     match cli.command {
         Command::Devices(args) => devices::run(&args),
         Command::Ports(args) => ports::run(&args),
+        Command::Pingpong(args) => pingpong::run(&args),
     }
 }

@@ -1,7 +1,7 @@
 //! GIDs (16-byte port addresses) and the GID-table entries that carry their type and netdev.
 
 use super::types::GidType;
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -59,6 +59,13 @@ impl std::str::FromStr for Gid {
 impl Serialize for Gid {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Gid {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
     }
 }
 

@@ -1,6 +1,6 @@
 //! Plain Rust names for the numeric codes libibverbs reports (port states, MTUs, speeds, GID types…).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// Logical port state (`enum ibv_port_state`).
@@ -300,7 +300,7 @@ impl fmt::Display for AtomicCap {
 }
 
 /// What kind of address a GID table entry is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum GidType {
     #[serde(rename = "IB")]
     Ib,

@@ -1,0 +1,175 @@
+//! A test's verbs resources on one side (PD, CQ, QP, buffer) and connecting them to the peer.
+
+use super::control::Transport;
+use super::endpoint::{Endpoint, LocalPort, path_mtu};
+use crate::verbs::{
+    Access, AddressHandle, CompletionChannel, CompletionQueue, GlobalRoute, LinkLayer,
+    MemoryRegion, Mtu, PathAttr, ProtectionDomain, QpCaps, QpType, QueuePair, RemoteQp, RtrParams,
+    RtsParams,
+};
+use anyhow::{Context as _, Result};
+use std::sync::Arc;
+
+/// The Q_Key UD tests use (the one ibv_ud_pingpong uses).
+pub const UD_QKEY: u32 = 0x1111_1111;
+/// Bytes of GRH that precede every UD receive.
+pub const GRH_BYTES: usize = 40;
+
+/// How to size a test's queues and buffer.
+#[derive(Debug, Clone, Copy)]
+pub struct QpShape {
+    pub transport: Transport,
+    pub send_depth: u32,
+    pub recv_depth: u32,
+    pub buffer_len: usize,
+    pub max_inline: u32,
+    pub access: Access,
+    pub events: bool,
+}
+
+/// One side's resources. Field order is drop order: QP before AH, MR, CQ and channel.
+pub struct TestQp {
+    pub qp: QueuePair,
+    pub ah: Option<AddressHandle>,
+    pub mr: MemoryRegion,
+    pub cq: Arc<CompletionQueue>,
+    pub channel: Option<Arc<CompletionChannel>>,
+    pub pd: Arc<ProtectionDomain>,
+    pub local: LocalPort,
+    pub psn: u32,
+    pub transport: Transport,
+    pub path_mtu: Option<Mtu>,
+}
+
+fn random_psn() -> u32 {
+    // Any 24-bit value will do; derive one from the clock and pid without a crate.
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    (t ^ std::process::id().rotate_left(12)) & 0x00ff_ffff
+}
+
+impl TestQp {
+    /// Create PD, CQ, QP and buffer on `local`, and move the QP to INIT.
+    pub fn new(local: LocalPort, shape: QpShape) -> Result<Self> {
+        let ctx = local.ctx.clone();
+        let pd = ProtectionDomain::new(&ctx)?;
+        let channel = if shape.events {
+            Some(CompletionChannel::new(&ctx)?)
+        } else {
+            None
+        };
+        let cq = CompletionQueue::new(
+            &ctx,
+            shape.send_depth + shape.recv_depth + 1,
+            channel.as_ref(),
+        )?;
+        let qp_type = match shape.transport {
+            Transport::Rc => QpType::Rc,
+            Transport::Uc => QpType::Uc,
+            Transport::Ud => QpType::Ud,
+        };
+        let caps = QpCaps {
+            max_send_wr: shape.send_depth.max(1),
+            max_recv_wr: shape.recv_depth.max(1),
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: shape.max_inline,
+        };
+        let qp = QueuePair::new(&pd, &cq, &cq, qp_type, caps).or_else(|e| {
+            if shape.max_inline == 0 {
+                return Err(e);
+            }
+            // Some devices refuse inline data on some QP types: retry without it.
+            QueuePair::new(
+                &pd,
+                &cq,
+                &cq,
+                qp_type,
+                QpCaps {
+                    max_inline_data: 0,
+                    ..caps
+                },
+            )
+        })?;
+        let mr = MemoryRegion::new(&pd, shape.buffer_len, shape.access)?;
+        qp.to_init(local.port, 0, shape.access, UD_QKEY)?;
+        Ok(TestQp {
+            qp,
+            ah: None,
+            mr,
+            cq,
+            channel,
+            pd,
+            local,
+            psn: random_psn(),
+            transport: shape.transport,
+            path_mtu: None,
+        })
+    }
+
+    /// What the peer needs to reach this QP.
+    pub fn endpoint(&self) -> Endpoint {
+        self.local.endpoint(self.qp.qp_num(), self.psn, UD_QKEY)
+    }
+
+    fn path_to(&self, remote: &Endpoint) -> PathAttr {
+        // RoCE always routes by GID; InfiniBand within a subnet routes by LID.
+        let global = self.local.attr.link_layer == LinkLayer::Ethernet;
+        PathAttr {
+            port: self.local.port,
+            dlid: remote.lid,
+            sl: 0,
+            grh: global.then_some(GlobalRoute {
+                dgid: remote.gid,
+                sgid_index: self.local.gid_index() as u8,
+                hop_limit: 1,
+                traffic_class: 0,
+                flow_label: 0,
+            }),
+        }
+    }
+
+    /// Connect to the peer: INIT→RTR→RTS for RC/UC, and an address handle for UD.
+    pub fn connect(&mut self, remote: &Endpoint, forced_mtu: Option<u32>) -> Result<()> {
+        let mtu = path_mtu(self.local.active_mtu(), remote.active_mtu, forced_mtu)?;
+        let path = self.path_to(remote);
+        let who = format!(
+            "connecting {} port {} to QP 0x{:06x} on {} (GID {})",
+            self.local.ctx.name(),
+            self.local.port,
+            remote.qpn,
+            remote.device,
+            remote.gid
+        );
+        self.qp
+            .to_rtr(
+                &RemoteQp {
+                    qpn: remote.qpn,
+                    psn: remote.psn,
+                    path,
+                },
+                &RtrParams {
+                    path_mtu: mtu,
+                    max_dest_rd_atomic: 1,
+                    min_rnr_timer: 12,
+                },
+            )
+            .with_context(|| who.clone())?;
+        self.qp
+            .to_rts(&RtsParams {
+                sq_psn: self.psn,
+                timeout: 14,
+                retry_cnt: 7,
+                rnr_retry: 7,
+                max_rd_atomic: 1,
+            })
+            .with_context(|| who.clone())?;
+        if self.transport == Transport::Ud {
+            self.ah = Some(AddressHandle::new(&self.pd, path).with_context(|| who.clone())?);
+        }
+        self.path_mtu = Some(mtu);
+        Ok(())
+    }
+}

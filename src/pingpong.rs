@@ -1,0 +1,264 @@
+//! The ping-pong engine: SEND/RECV round trips over a connected test QP. It never prints.
+
+use crate::connect::control::Transport;
+use crate::connect::test_qp::{GRH_BYTES, TestQp};
+use crate::stats::LatencyRecorder;
+use crate::verbs::{Completion, CompletionQueue, SendOp, SendRequest, UdDest};
+use anyhow::{Result, bail};
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+const SEND_ID: u64 = u64::MAX;
+
+/// What a ping-pong run needs besides the QP.
+#[derive(Debug, Clone)]
+pub struct PingpongParams {
+    pub size: usize,
+    pub iterations: u64,
+    pub rx_depth: u32,
+    pub events: bool,
+    /// Longest wait for any one completion.
+    pub timeout: Duration,
+    /// Who is on the other side, for messages.
+    pub peer: String,
+}
+
+/// The measured result of one side's run.
+pub struct PingpongOutcome {
+    /// Round-trip samples: on the initiator from each send to the reply; on the responder
+    /// from each reply to the next message (one sample fewer).
+    pub latency: LatencyRecorder,
+    pub elapsed: Duration,
+    pub round_trips: u64,
+}
+
+/// Bytes of one receive slot.
+fn slot_len(transport: Transport, size: usize) -> usize {
+    size + if transport == Transport::Ud {
+        GRH_BYTES
+    } else {
+        0
+    }
+}
+
+/// Size of the registered buffer: one send area, then `rx_depth` receive slots.
+pub fn buffer_len(transport: Transport, size: usize, rx_depth: u32) -> usize {
+    size + rx_depth as usize * slot_len(transport, size)
+}
+
+fn slot(tq: &TestQp, size: usize, i: u64) -> Range<usize> {
+    let len = slot_len(tq.transport, size);
+    let start = size + i as usize * len;
+    start..start + len
+}
+
+/// Post the initial receives; do this before telling the peer we are ready.
+pub fn post_receives(tq: &TestQp, p: &PingpongParams) -> Result<()> {
+    for i in 0..p.rx_depth as u64 {
+        tq.qp.post_recv(i, &tq.mr, slot(tq, p.size, i))?;
+    }
+    Ok(())
+}
+
+/// Hands out completions one by one, polling in batches or sleeping on events.
+struct Poller<'a> {
+    cq: &'a CompletionQueue,
+    events: bool,
+    armed: bool,
+    buf: [Completion; 16],
+    len: usize,
+    pos: usize,
+}
+
+impl<'a> Poller<'a> {
+    fn new(cq: &'a CompletionQueue, events: bool) -> Self {
+        Poller {
+            cq,
+            events,
+            armed: false,
+            buf: [Completion::default(); 16],
+            len: 0,
+            pos: 0,
+        }
+    }
+
+    /// The next completion, or None once `deadline` passes.
+    fn next(&mut self, deadline: Instant, stop: &AtomicBool) -> Result<Option<Completion>> {
+        let mut spins = 0u32;
+        loop {
+            if self.pos < self.len {
+                self.pos += 1;
+                return Ok(Some(self.buf[self.pos - 1]));
+            }
+            let n = self.cq.poll(&mut self.buf)?;
+            if n > 0 {
+                self.len = n;
+                self.pos = 0;
+                continue;
+            }
+            if self.events {
+                if !self.armed {
+                    self.cq.req_notify(false)?;
+                    self.armed = true;
+                    continue; // poll once more: a completion may have beaten the arming
+                }
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Ok(None);
+                }
+                if self.cq.wait_event(left.min(Duration::from_millis(100)))? {
+                    self.armed = false;
+                }
+            } else {
+                spins = spins.wrapping_add(1);
+                if !spins.is_multiple_of(512) {
+                    std::hint::spin_loop();
+                    continue;
+                }
+                if Instant::now() >= deadline {
+                    return Ok(None);
+                }
+            }
+            if stop.load(Ordering::Relaxed) {
+                bail!("interrupted");
+            }
+        }
+    }
+}
+
+fn check(c: &Completion, what: &str) -> Result<()> {
+    if c.status.is_success() {
+        return Ok(());
+    }
+    bail!(
+        "{what}: the {} completed with {}: {} (vendor error 0x{:x})",
+        if c.wr_id == SEND_ID {
+            "send"
+        } else {
+            "receive"
+        },
+        c.status,
+        c.status.likely_cause(),
+        c.vendor_err
+    )
+}
+
+fn send_reply(tq: &TestQp, p: &PingpongParams, remote_qpn: u32, remote_qkey: u32) -> Result<()> {
+    let inline = p.size <= tq.qp.caps().max_inline_data as usize && p.size > 0;
+    let ud = match (&tq.ah, tq.transport) {
+        (Some(ah), Transport::Ud) => Some(UdDest {
+            ah,
+            qpn: remote_qpn,
+            qkey: remote_qkey,
+        }),
+        _ => None,
+    };
+    tq.qp.post_send(&SendRequest {
+        wr_id: SEND_ID,
+        op: SendOp::Send,
+        mr: &tq.mr,
+        range: 0..p.size,
+        signaled: true,
+        inline,
+        ud,
+    })?;
+    Ok(())
+}
+
+/// Which half of the exchange this side plays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// Sends first and times each round trip (the client).
+    Initiator,
+    /// Answers each message (the server).
+    Responder,
+}
+
+/// Run `p.iterations` round trips. The peer's QP number and Q_Key are needed for UD.
+pub fn run(
+    tq: &TestQp,
+    side: Side,
+    remote_qpn: u32,
+    remote_qkey: u32,
+    p: &PingpongParams,
+    stop: &AtomicBool,
+) -> Result<PingpongOutcome> {
+    let mut poller = Poller::new(&tq.cq, p.events);
+    let mut latency = LatencyRecorder::new();
+    let mut outstanding_sends = 0u32;
+    let mut start = None;
+    let mut last_reply: Option<Instant> = None;
+    let n = p.iterations;
+    let wait_err = |i: u64, what: &str| {
+        anyhow::anyhow!(
+            "timed out after {} waiting for {what} of round trip {} of {n} from {} (is the \
+             peer still running and reachable?)",
+            humantime::format_duration(p.timeout),
+            i + 1,
+            p.peer
+        )
+    };
+    for i in 0..n {
+        let t0 = Instant::now();
+        if side == Side::Initiator {
+            start.get_or_insert(t0);
+            send_reply(tq, p, remote_qpn, remote_qkey)?;
+            outstanding_sends += 1;
+        }
+        // Wait for the peer's message (and, on the initiator, reap our send on the way).
+        let got = loop {
+            let deadline = Instant::now() + p.timeout;
+            let Some(c) = poller
+                .next(deadline, stop)
+                .map_err(|e| anyhow::anyhow!("{e} during round trip {} of {n}", i + 1))?
+            else {
+                return Err(wait_err(i, "the message"));
+            };
+            check(&c, &format!("round trip {} of {n} with {}", i + 1, p.peer))?;
+            if c.wr_id == SEND_ID {
+                outstanding_sends -= 1;
+                continue;
+            }
+            break c;
+        };
+        if side == Side::Initiator {
+            latency.record(t0.elapsed());
+        }
+        tq.qp
+            .post_recv(got.wr_id, &tq.mr, slot(tq, p.size, got.wr_id))?;
+        if side == Side::Responder {
+            start.get_or_insert(t0);
+            last_reply = Some(Instant::now());
+            send_reply(tq, p, remote_qpn, remote_qkey)?;
+            outstanding_sends += 1;
+        }
+    }
+    // Reap the sends still in flight, so the peer has really got everything.
+    while outstanding_sends > 0 {
+        let deadline = Instant::now() + p.timeout;
+        let Some(c) = poller.next(deadline, stop)? else {
+            return Err(wait_err(n.saturating_sub(1), "the last send's completion"));
+        };
+        check(&c, &format!("the last round trip with {}", p.peer))?;
+        if c.wr_id == SEND_ID {
+            outstanding_sends -= 1;
+        }
+    }
+    Ok(PingpongOutcome {
+        latency,
+        elapsed: start.map_or(Duration::ZERO, |s| s.elapsed()),
+        round_trips: n,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buffer_layout_has_room_for_grh_on_ud() {
+        assert_eq!(buffer_len(Transport::Rc, 4096, 2), 3 * 4096);
+        assert_eq!(buffer_len(Transport::Ud, 2048, 2), 2048 + 2 * (2048 + 40));
+    }
+}

@@ -1,0 +1,105 @@
+//! Latency statistics from every sample, through an HDR histogram.
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// Collects latency samples in nanoseconds (3 significant digits, up to an hour).
+pub struct LatencyRecorder {
+    hist: Histogram<u64>,
+    sum_ns: u128,
+    sum_sq_ns: f64,
+}
+
+impl Default for LatencyRecorder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LatencyRecorder {
+    pub fn new() -> Self {
+        LatencyRecorder {
+            hist: Histogram::new_with_bounds(1, 3_600_000_000_000, 3)
+                .expect("valid histogram bounds"),
+            sum_ns: 0,
+            sum_sq_ns: 0.0,
+        }
+    }
+
+    /// Record one sample (allocation-free: the histogram is pre-sized).
+    pub fn record(&mut self, d: Duration) {
+        let ns = (d.as_nanos() as u64).max(1);
+        self.hist.saturating_record(ns);
+        self.sum_ns += ns as u128;
+        self.sum_sq_ns += (ns as f64) * (ns as f64);
+    }
+
+    pub fn count(&self) -> u64 {
+        self.hist.len()
+    }
+
+    /// Summarise; `scale` divides every sample (2.0 reports half round trips).
+    pub fn stats(&self, scale: f64) -> LatencyStats {
+        let n = self.hist.len();
+        let us = |ns: f64| ns / 1000.0 / scale;
+        if n == 0 {
+            return LatencyStats::default();
+        }
+        let mean = self.sum_ns as f64 / n as f64;
+        let var = (self.sum_sq_ns / n as f64 - mean * mean).max(0.0);
+        let q = |p: f64| us(self.hist.value_at_quantile(p) as f64);
+        LatencyStats {
+            samples: n,
+            min_us: us(self.hist.min() as f64),
+            median_us: q(0.5),
+            avg_us: us(mean),
+            stdev_us: us(var.sqrt()),
+            p90_us: q(0.90),
+            p99_us: q(0.99),
+            p999_us: q(0.999),
+            p9999_us: q(0.9999),
+            max_us: us(self.hist.max() as f64),
+        }
+    }
+}
+
+/// Latency summary in microseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct LatencyStats {
+    pub samples: u64,
+    pub min_us: f64,
+    pub median_us: f64,
+    pub avg_us: f64,
+    pub stdev_us: f64,
+    pub p90_us: f64,
+    pub p99_us: f64,
+    pub p999_us: f64,
+    pub p9999_us: f64,
+    pub max_us: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_follow_the_samples() {
+        let mut r = LatencyRecorder::new();
+        for us in 1..=1000u64 {
+            r.record(Duration::from_micros(us));
+        }
+        let s = r.stats(1.0);
+        assert_eq!(s.samples, 1000);
+        let close = |a: f64, b: f64| (a - b).abs() <= b * 0.002 + 0.01;
+        assert!(close(s.min_us, 1.0), "{s:?}");
+        assert!(close(s.max_us, 1000.0), "{s:?}");
+        assert!(close(s.median_us, 500.0), "{s:?}");
+        assert!(close(s.avg_us, 500.5), "{s:?}");
+        assert!(close(s.p99_us, 990.0), "{s:?}");
+        assert!(close(s.stdev_us, 288.675), "{s:?}");
+        let half = r.stats(2.0);
+        assert!(close(half.median_us, 250.0), "{half:?}");
+        assert_eq!(LatencyRecorder::new().stats(1.0).samples, 0);
+    }
+}

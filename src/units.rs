@@ -1,0 +1,96 @@
+//! Parsing of sizes ("4K" = 4096), durations ("10s") and MTUs given on the command line.
+
+use std::time::Duration;
+
+/// Parse a byte count with an optional binary suffix: 4096, 4K, 4KiB, 64k, 1M, 2G.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, suffix) = t.split_at(split);
+    if num.is_empty() {
+        return Err(format!("'{s}' is not a size (examples: 64, 4K, 1M)"));
+    }
+    let n: u64 = num.parse().map_err(|_| format!("'{s}' is too large"))?;
+    let mult: u64 = match suffix.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        _ => return Err(format!("'{s}' has an unknown unit (use K, M or G: binary)")),
+    };
+    let v = n
+        .checked_mul(mult)
+        .ok_or_else(|| format!("'{s}' is too large"))?;
+    if v == 0 {
+        return Err("a size must be at least 1 byte".into());
+    }
+    Ok(v)
+}
+
+/// A size that fits the 32-bit length of a verbs work request.
+pub fn parse_msg_size(s: &str) -> Result<u32, String> {
+    let v = parse_size(s)?;
+    u32::try_from(v)
+        .map_err(|_| format!("'{s}' is larger than 4 GiB - 1, the largest RDMA message"))
+}
+
+/// A non-zero duration in humantime form: 10s, 500ms, 2m.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s.trim())
+        .map_err(|e| format!("'{s}' is not a duration ({e}; examples: 10s, 500ms, 2m)"))?;
+    if d.is_zero() {
+        return Err("a duration must be longer than zero".into());
+    }
+    Ok(d)
+}
+
+/// An RDMA path MTU: 256, 512, 1024, 2048 or 4096 (suffixes allowed: 4K).
+pub fn parse_mtu(s: &str) -> Result<u32, String> {
+    let v = parse_size(s)?;
+    match v {
+        256 | 512 | 1024 | 2048 | 4096 => Ok(v as u32),
+        _ => Err(format!(
+            "'{s}' is not an RDMA MTU (256, 512, 1024, 2048 or 4096)"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_take_binary_suffixes() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("4K"), Ok(4096));
+        assert_eq!(parse_size("4kib"), Ok(4096));
+        assert_eq!(parse_size("64KB"), Ok(65536));
+        assert_eq!(parse_size("1M"), Ok(1 << 20));
+        assert_eq!(parse_size("2G"), Ok(2 << 30));
+        for bad in [
+            "",
+            "0",
+            "K",
+            "-1",
+            "4X",
+            "1.5K",
+            "99999999999999999999",
+            "18446744073709551615G",
+        ] {
+            assert!(parse_size(bad).is_err(), "{bad:?}");
+        }
+        assert!(parse_msg_size("4G").is_err());
+        assert_eq!(parse_msg_size("8M"), Ok(8 << 20));
+    }
+
+    #[test]
+    fn durations_and_mtus() {
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("soon").is_err());
+        assert_eq!(parse_mtu("4K"), Ok(4096));
+        assert_eq!(parse_mtu("1024"), Ok(1024));
+        assert!(parse_mtu("1500").is_err());
+    }
+}
