@@ -222,17 +222,21 @@ pub fn run(
             }
             break c;
         };
-        if side == Side::Initiator {
-            latency.record(t0.elapsed());
+        match side {
+            Side::Initiator => latency.record(t0.elapsed()),
+            Side::Responder => {
+                if let Some(sent) = last_reply {
+                    latency.record(sent.elapsed());
+                }
+                start.get_or_insert(t0);
+                last_reply = Some(Instant::now());
+                send_reply(tq, p, remote_qpn, remote_qkey)?;
+                outstanding_sends += 1;
+            }
         }
+        // Replace the consumed receive after the reply is on its way (off the critical path).
         tq.qp
             .post_recv(got.wr_id, &tq.mr, slot(tq, p.size, got.wr_id))?;
-        if side == Side::Responder {
-            start.get_or_insert(t0);
-            last_reply = Some(Instant::now());
-            send_reply(tq, p, remote_qpn, remote_qkey)?;
-            outstanding_sends += 1;
-        }
     }
     // Reap the sends still in flight, so the peer has really got everything.
     while outstanding_sends > 0 {

@@ -93,6 +93,19 @@ fn check_ud_size(tq: &TestQp, spec: &TestSpec) -> Result<()> {
     Ok(())
 }
 
+/// UD messages must fit one MTU: refuse early what the local port alone rules out.
+fn precheck_ud_size(local: &LocalPort, spec: &TestSpec) -> Result<()> {
+    let limit = spec.mtu.unwrap_or(u32::MAX).min(local.active_mtu().bytes());
+    if spec.transport == Transport::Ud && spec.size > limit {
+        return Err(UsageError(format!(
+            "UD messages must fit in one MTU: -s {} is larger than {limit}",
+            spec.size
+        ))
+        .into());
+    }
+    Ok(())
+}
+
 fn describe(opts: &SessionOptions, who: &str, e: &Endpoint) {
     status(
         opts,
@@ -151,6 +164,7 @@ pub fn client(opts: &SessionOptions, spec: &TestSpec) -> Result<PingpongReport> 
     let peer = ch.peer().to_string();
     ch.greet()?;
     let local = choose_port(&opts.choice, Some(local_ip))?;
+    precheck_ud_size(&local, spec)?;
     let mut tq = TestQp::new(local, shape(spec))?;
     let p = params(spec, opts, &peer);
     pingpong::post_receives(&tq, &p)?;
@@ -286,6 +300,7 @@ fn compat_client(opts: &SessionOptions, spec: &TestSpec) -> Result<PingpongRepor
     let mut ch = ControlChannel::new(stream, opts.timeout)?;
     let peer = ch.peer().to_string();
     let local = choose_port(&opts.choice, Some(local_ip))?;
+    precheck_ud_size(&local, spec)?;
     let mut tq = TestQp::new(local, shape(spec))?;
     let p = params(spec, opts, &peer);
     pingpong::post_receives(&tq, &p)?;

@@ -130,3 +130,67 @@ pub fn devinfo_paren(v: &str) -> u64 {
         .unwrap_or_else(|| panic!("no (N) in {v:?}"));
     inner.trim().parse().unwrap()
 }
+
+/// Start rdmadiag in the background with stdout/stderr captured.
+pub fn spawn_rdmadiag(args: &[&str]) -> std::process::Child {
+    Command::new(BIN)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn rdmadiag")
+}
+
+/// Start any program in the background with stdout/stderr captured.
+pub fn spawn_cmd(prog: &str, args: &[&str]) -> std::process::Child {
+    Command::new(prog)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {prog}: {e}"))
+}
+
+/// Wait for a child at most `limit`; kill it and fail the test if it overruns.
+pub fn wait_limit(
+    mut child: std::process::Child,
+    limit: std::time::Duration,
+    what: &str,
+) -> Output {
+    let start = std::time::Instant::now();
+    loop {
+        if child.try_wait().expect("try_wait").is_some() {
+            return child.wait_with_output().expect("collect output");
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let o = child.wait_with_output().expect("collect output");
+            panic!(
+                "{what} did not finish within {limit:?}; stderr: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Wait until some socket listens on TCP `port` (read from /proc/net/tcp*, so the check itself
+/// is not a connection the server would take for its client), at most `limit`.
+pub fn wait_listening(port: u16, limit: std::time::Duration) {
+    let start = std::time::Instant::now();
+    let needle = format!(":{port:04X} ");
+    while start.elapsed() < limit {
+        for f in ["/proc/net/tcp", "/proc/net/tcp6"] {
+            let text = std::fs::read_to_string(f).unwrap_or_default();
+            // Columns: sl local_address rem_address st ...; st 0A is LISTEN.
+            if text.lines().any(|l| {
+                let cols: Vec<&str> = l.split_whitespace().collect();
+                cols.len() > 3 && format!("{} ", cols[1]).contains(&needle) && cols[3] == "0A"
+            }) {
+                return;
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!("nothing listened on port {port} within {limit:?}");
+}

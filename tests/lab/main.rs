@@ -4,7 +4,9 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod cm;
 mod inventory;
+mod pingpong;
 
 /// The lab's Soft-RoCE device.
 pub const DEV: &str = "rxe0";

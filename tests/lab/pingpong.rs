@@ -1,0 +1,326 @@
+//! Lab tests of pingpong: every role, rdma-core interop both ways, and hostile peers.
+
+use crate::common::*;
+use crate::require_rxe0;
+use serde_json::Value;
+use std::io::Write;
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+const LIMIT: Duration = Duration::from_secs(60);
+const HOST: &str = "10.77.0.1";
+
+fn check_report(v: &Value, transport: &str, size: u64, iters: u64) {
+    assert_eq!(v["test"], "pingpong");
+    assert_eq!(v["transport"], transport);
+    assert_eq!(v["size"], size);
+    assert_eq!(v["iterations"], iters);
+    for k in [
+        "min_us",
+        "median_us",
+        "avg_us",
+        "p99_us",
+        "p999_us",
+        "max_us",
+    ] {
+        assert!(v[k].as_f64().is_some_and(|x| x > 0.0), "{k} = {}", v[k]);
+    }
+    let (min, med, max) = (
+        v["min_us"].as_f64().unwrap(),
+        v["median_us"].as_f64().unwrap(),
+        v["max_us"].as_f64().unwrap(),
+    );
+    assert!(min <= med && med <= max, "{min} {med} {max}");
+    assert_eq!(v["local"]["device"], "rxe0");
+    assert_eq!(
+        v["local"]["gid"], "::ffff:10.77.0.1",
+        "GID picked automatically"
+    );
+    assert_eq!(v["local"]["gid_type"], "RoCE v2");
+    assert_eq!(v["local"]["netdev"], "dummy0");
+    assert!(v["path_mtu"].as_u64().unwrap() >= 256);
+    assert!(v["round_trips_per_sec"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+#[ignore = "lab: needs rxe0; run by scripts/test inside the Soft-RoCE lab"]
+fn loopback_every_transport() {
+    require_rxe0();
+    for (t, size) in [("RC", 4096u64), ("UC", 4096), ("UD", 1024)] {
+        let s = size.to_string();
+        let v = rdmadiag_json(&[
+            "pingpong",
+            "--loopback",
+            "-c",
+            t,
+            "-s",
+            &s,
+            "-n",
+            "50",
+            "--json",
+        ]);
+        check_report(&v, t, size, 50);
+        assert_eq!(v["samples"], 50);
+    }
+    // Sleeping on completion events instead of polling.
+    let v = rdmadiag_json(&[
+        "pingpong",
+        "--loopback",
+        "-e",
+        "-n",
+        "20",
+        "-s",
+        "64",
+        "--json",
+    ]);
+    check_report(&v, "RC", 64, 20);
+}
+
+#[test]
+#[ignore = "lab: needs rxe0; run by scripts/test inside the Soft-RoCE lab"]
+fn client_and_server_over_tcp_control() {
+    require_rxe0();
+    let server = spawn_rdmadiag(&["pingpong", "-p", "18700", "--json"]);
+    wait_listening(18700, LIMIT);
+    let client = spawn_rdmadiag(&[
+        "pingpong", HOST, "-p", "18700", "-n", "100", "-s", "2K", "--json",
+    ]);
+    let c = wait_limit(client, LIMIT, "pingpong client");
+    let s = wait_limit(server, LIMIT, "pingpong server");
+    assert!(c.status.success(), "client: {}", stderr(&c));
+    assert!(s.status.success(), "server: {}", stderr(&s));
+    let cv: Value = serde_json::from_slice(&c.stdout).unwrap();
+    let sv: Value = serde_json::from_slice(&s.stdout).unwrap();
+    check_report(&cv, "RC", 2048, 100);
+    // The server needed no flags: it ran what the client asked and reports the same run.
+    assert_eq!(sv["size"], 2048);
+    assert_eq!(sv["iterations"], 100);
+    assert_eq!(sv["local"]["qpn"], cv["local"]["qpn"]);
+}
+
+#[test]
+#[ignore = "lab: needs rxe0; run by scripts/test inside the Soft-RoCE lab"]
+fn interoperates_with_ibv_rc_pingpong_both_ways() {
+    require_rxe0();
+    // rdma-core server, rdmadiag client.
+    let ibv = spawn_cmd("ibv_rc_pingpong", &["-g", "1", "-n", "100", "-p", "18701"]);
+    wait_listening(18701, LIMIT);
+    let c = wait_limit(
+        spawn_rdmadiag(&[
+            "pingpong", HOST, "-p", "18701", "--compat", "ibv", "-n", "100", "--json",
+        ]),
+        LIMIT,
+        "rdmadiag client",
+    );
+    let i = wait_limit(ibv, LIMIT, "ibv_rc_pingpong server");
+    assert!(c.status.success(), "rdmadiag: {}", stderr(&c));
+    assert!(i.status.success(), "ibv_rc_pingpong: {}", stderr(&i));
+    assert!(stdout(&i).contains("100 iters in"), "{}", stdout(&i));
+    let v: Value = serde_json::from_slice(&c.stdout).unwrap();
+    check_report(&v, "RC", 4096, 100);
+    assert_eq!(v["compat"], "ibv");
+
+    // rdmadiag server, rdma-core client.
+    let srv = spawn_rdmadiag(&[
+        "pingpong", "-p", "18702", "--compat", "ibv", "-n", "100", "--json",
+    ]);
+    wait_listening(18702, LIMIT);
+    let i = wait_limit(
+        spawn_cmd(
+            "ibv_rc_pingpong",
+            &["-g", "1", "-n", "100", "-p", "18702", HOST],
+        ),
+        LIMIT,
+        "ibv_rc_pingpong client",
+    );
+    let s = wait_limit(srv, LIMIT, "rdmadiag server");
+    assert!(i.status.success(), "ibv_rc_pingpong: {}", stderr(&i));
+    assert!(stdout(&i).contains("100 iters in"), "{}", stdout(&i));
+    assert!(s.status.success(), "rdmadiag: {}", stderr(&s));
+    let v: Value = serde_json::from_slice(&s.stdout).unwrap();
+    assert_eq!(v["iterations"], 100);
+    assert_eq!(
+        v["samples"], 99,
+        "the responder times the 99 gaps between replies"
+    );
+}
+
+#[test]
+#[ignore = "lab: needs rxe0; run by scripts/test inside the Soft-RoCE lab"]
+fn interoperates_with_ibv_ud_pingpong() {
+    require_rxe0();
+    let ibv = spawn_cmd(
+        "ibv_ud_pingpong",
+        &["-g", "1", "-n", "50", "-s", "1024", "-p", "18703"],
+    );
+    wait_listening(18703, LIMIT);
+    let c = wait_limit(
+        spawn_rdmadiag(&[
+            "pingpong", HOST, "-p", "18703", "--compat", "ibv", "-c", "UD", "-s", "1024", "-n",
+            "50", "--json",
+        ]),
+        LIMIT,
+        "rdmadiag client",
+    );
+    let i = wait_limit(ibv, LIMIT, "ibv_ud_pingpong server");
+    assert!(c.status.success(), "rdmadiag: {}", stderr(&c));
+    assert!(
+        i.status.success(),
+        "ibv_ud_pingpong: {} {}",
+        stdout(&i),
+        stderr(&i)
+    );
+    check_report(&serde_json::from_slice(&c.stdout).unwrap(), "UD", 1024, 50);
+}
+
+#[test]
+#[ignore = "lab: needs rxe0; run by scripts/test inside the Soft-RoCE lab"]
+fn no_server_is_a_quick_clean_error() {
+    require_rxe0();
+    let t = Instant::now();
+    let o = wait_limit(
+        spawn_rdmadiag(&["pingpong", HOST, "-p", "18704"]),
+        LIMIT,
+        "client",
+    );
+    assert_eq!(o.status.code(), Some(1));
+    let line = one_error_line(&o);
+    assert!(
+        line.contains("10.77.0.1:18704") && line.contains("refused"),
+        "{line}"
+    );
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        t.elapsed()
+    );
+}
+
+#[test]
+#[ignore = "lab: needs rxe0; run by scripts/test inside the Soft-RoCE lab"]
+fn server_killed_mid_run_ends_the_client_within_its_deadline() {
+    require_rxe0();
+    let mut server = spawn_rdmadiag(&["pingpong", "-p", "18705"]);
+    wait_listening(18705, LIMIT);
+    // -v makes the client say on stderr when the run starts ("remote: ..." comes just before).
+    let mut client = spawn_rdmadiag(&[
+        "pingpong",
+        HOST,
+        "-p",
+        "18705",
+        "-n",
+        "100000000",
+        "--timeout",
+        "3s",
+        "-v",
+    ]);
+    let err = client.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let started = Instant::now();
+    loop {
+        let line = rx
+            .recv_timeout(LIMIT.saturating_sub(started.elapsed()))
+            .expect("the client announced its run");
+        if line.contains("remote:") {
+            break;
+        }
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    server.kill().unwrap();
+    let _ = server.wait();
+    let t = Instant::now();
+    let o = wait_limit(
+        client,
+        Duration::from_secs(40),
+        "client after the server died",
+    );
+    let lines: Vec<String> = rx.try_iter().collect();
+    let last = lines.last().cloned().unwrap_or_default();
+    assert_eq!(o.status.code(), Some(1), "{lines:?}");
+    assert!(!lines.iter().any(|l| l.contains("panicked")), "{lines:?}");
+    assert!(
+        last.contains("round trip")
+            && last.contains("10.77.0.1:18705")
+            && (last.contains("timed out") || last.contains("RETRY_EXC")),
+        "{last}"
+    );
+    assert!(
+        t.elapsed() < Duration::from_secs(20),
+        "took {:?}",
+        t.elapsed()
+    );
+    eprintln!("client gave up {:?} after the kill: {last}", t.elapsed());
+}
+
+#[test]
+#[ignore = "lab: needs rxe0; run by scripts/test inside the Soft-RoCE lab"]
+fn persistent_server_survives_garbage_and_idle_peers() {
+    require_rxe0();
+    let mut server = spawn_rdmadiag(&["pingpong", "--persist", "-p", "18706", "--timeout", "2s"]);
+    wait_listening(18706, LIMIT);
+    // Garbage bytes, then an idle connection that never says anything.
+    let mut junk = TcpStream::connect((HOST, 18706)).unwrap();
+    junk.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+    drop(junk);
+    let idle = TcpStream::connect((HOST, 18706)).unwrap();
+    // A real client still gets served.
+    let o = wait_limit(
+        spawn_rdmadiag(&["pingpong", HOST, "-p", "18706", "-n", "20", "--json"]),
+        LIMIT,
+        "client after garbage",
+    );
+    drop(idle);
+    assert!(o.status.success(), "client: {}", stderr(&o));
+    check_report(&serde_json::from_slice(&o.stdout).unwrap(), "RC", 4096, 20);
+    let o = wait_limit(
+        spawn_rdmadiag(&[
+            "pingpong", HOST, "-p", "18706", "-n", "20", "-c", "UD", "-s", "512", "--json",
+        ]),
+        LIMIT,
+        "second client",
+    );
+    assert!(o.status.success(), "second client: {}", stderr(&o));
+    assert!(
+        server.try_wait().unwrap().is_none(),
+        "the server is still running"
+    );
+    server.kill().unwrap();
+    let out = server.wait_with_output().unwrap();
+    let log = stderr(&out);
+    assert!(log.contains("not rdmadiag"), "garbage logged: {log}");
+    assert!(log.contains("timed out"), "idle peer logged: {log}");
+    assert!(log.matches("served").count() >= 2, "{log}");
+}
+
+#[test]
+#[ignore = "lab: needs rxe0; run by scripts/test inside the Soft-RoCE lab"]
+fn bad_input_is_refused_cleanly() {
+    require_rxe0();
+    for (args, code) in [
+        (&["pingpong", "--loopback", "-s", "0"][..], 2),
+        (&["pingpong", "--loopback", "-s", "2G"], 2),
+        (&["pingpong", "--loopback", "-n", "0"], 2),
+        (&["pingpong", "--loopback", "-c", "XRC"], 2),
+        (&["pingpong", "--loopback", "-c", "UD", "-s", "4096"], 2),
+        (&["pingpong", "--loopback", "--mtu", "1500"], 2),
+        (&["pingpong", "--loopback", "-d", "mlx5_7"], 1),
+        (&["pingpong", "--loopback", "-x", "77"], 1),
+        (&["pingpong", "no-such-host.invalid", "-p", "18707"], 1),
+    ] {
+        let o = wait_limit(spawn_rdmadiag(args), LIMIT, "bad input");
+        assert_eq!(o.status.code(), Some(code), "{args:?}: {}", stderr(&o));
+        let line = one_error_line(&o);
+        if args.contains(&"mlx5_7") {
+            assert!(line.contains("devices present: rxe0"), "{line}");
+        }
+        if args.contains(&"77") {
+            assert!(line.contains("valid indexes: 0, 1"), "{line}");
+        }
+    }
+}
