@@ -33,6 +33,14 @@ pub enum Command {
     Pingpong(PingpongArgs),
 }
 
+impl Command {
+    /// Whether the subcommand waits on a peer (and so wants Ctrl-C to unwind cleanly).
+    /// The inventory commands skip installing the handler: it costs a thread at start-up.
+    pub fn talks_to_a_peer(&self) -> bool {
+        !matches!(self, Command::Devices(_) | Command::Ports(_))
+    }
+}
+
 /// Peer tools rdmadiag can speak to on their own wire protocol.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Compat {

@@ -3,7 +3,7 @@
 use crate::exit::UsageError;
 use crate::sysfs;
 use crate::verbs::{
-    self, Context, DeviceLimits, DeviceList, GidEntry, GidType, LinkLayer, Mtu, NodeType,
+    self, Context, Device, DeviceLimits, DeviceList, GidEntry, GidType, LinkLayer, Mtu, NodeType,
     PhysState, PortAttr, PortState, Transport, VerbsError,
 };
 use anyhow::{Context as _, Result, anyhow, bail};
@@ -146,15 +146,11 @@ pub fn device_list() -> Result<DeviceList> {
 pub fn open_devices(name: Option<&str>) -> Result<Vec<Arc<Context>>> {
     let list = device_list()?;
     match name {
-        Some(n) => {
-            let dev = list.find(n).ok_or_else(|| {
-                anyhow!(
-                    "no RDMA device named '{n}'; devices present: {}",
-                    list.names().join(", ")
-                )
-            })?;
-            Ok(vec![dev.open()?])
-        }
+        Some(n) => Ok(vec![
+            list.find(n)
+                .ok_or_else(|| unknown_device(n, &list))?
+                .open()?,
+        ]),
         None => list
             .iter()
             .map(|d| d.open().map_err(anyhow::Error::from))
@@ -162,48 +158,56 @@ pub fn open_devices(name: Option<&str>) -> Result<Vec<Arc<Context>>> {
     }
 }
 
+fn unknown_device(name: &str, list: &DeviceList) -> anyhow::Error {
+    anyhow!(
+        "no RDMA device named '{name}'; devices present: {}",
+        list.names().join(", ")
+    )
+}
+
+/// Describe one open device from its list entry and context.
+fn describe_device(dev: &Device<'_>, ctx: &Context, verbose: bool) -> Result<DeviceInfo> {
+    let root = sysfs::class_root();
+    let attr = ctx.query_device()?;
+    let mut active = 0;
+    for p in 1..=attr.phys_port_cnt {
+        if ctx.query_port(p)?.state.is_active() {
+            active += 1;
+        }
+    }
+    Ok(DeviceInfo {
+        name: ctx.name().to_string(),
+        node_guid: format_guid(attr.node_guid),
+        sys_image_guid: format_guid(attr.sys_image_guid),
+        node_type: dev.node_type(),
+        transport: dev.transport(),
+        fw_ver: attr.fw_ver.clone(),
+        hw_ver: attr.hw_ver,
+        vendor_id: attr.vendor_id,
+        vendor_part_id: attr.vendor_part_id,
+        board_id: sysfs::device_attr(&root, ctx.name(), "board_id"),
+        phys_port_cnt: attr.phys_port_cnt,
+        ports_active: active,
+        port_summary: format!("{active}/{} active", attr.phys_port_cnt),
+        limits: verbose.then(|| attr.limits.clone()),
+    })
+}
+
+/// The list entries to look at: all, or the one named (an unknown name is an error).
+fn selected<'l>(list: &'l DeviceList, name: Option<&str>) -> Result<Vec<Device<'l>>> {
+    match name {
+        Some(n) => Ok(vec![list.find(n).ok_or_else(|| unknown_device(n, list))?]),
+        None => Ok(list.iter().collect()),
+    }
+}
+
 /// Describe every device (or `name` only), with limits when `verbose`.
 pub fn devices(name: Option<&str>, verbose: bool) -> Result<Vec<DeviceInfo>> {
     let list = device_list()?;
-    let root = sysfs::class_root();
-    let mut out = Vec::new();
-    for dev in list.iter() {
-        let dev_name = dev.name();
-        if name.is_some_and(|n| n != dev_name) {
-            continue;
-        }
-        let ctx = dev.open()?;
-        let attr = ctx.query_device()?;
-        let mut active = 0;
-        for p in 1..=attr.phys_port_cnt {
-            if ctx.query_port(p)?.state.is_active() {
-                active += 1;
-            }
-        }
-        out.push(DeviceInfo {
-            node_guid: format_guid(attr.node_guid),
-            sys_image_guid: format_guid(attr.sys_image_guid),
-            node_type: dev.node_type(),
-            transport: dev.transport(),
-            fw_ver: attr.fw_ver.clone(),
-            hw_ver: attr.hw_ver,
-            vendor_id: attr.vendor_id,
-            vendor_part_id: attr.vendor_part_id,
-            board_id: sysfs::device_attr(&root, &dev_name, "board_id"),
-            phys_port_cnt: attr.phys_port_cnt,
-            ports_active: active,
-            port_summary: format!("{active}/{} active", attr.phys_port_cnt),
-            limits: verbose.then(|| attr.limits.clone()),
-            name: dev_name,
-        });
-    }
-    if let (Some(n), true) = (name, out.is_empty()) {
-        bail!(
-            "no RDMA device named '{n}'; devices present: {}",
-            list.names().join(", ")
-        );
-    }
-    Ok(out)
+    selected(&list, name)?
+        .iter()
+        .map(|dev| describe_device(dev, &*dev.open()?, verbose))
+        .collect()
 }
 
 /// The GID table of one port: from `ibv_query_gid_table`, or, where that verb is missing,
@@ -336,14 +340,14 @@ pub struct PortsReport {
 
 /// Gather `ports` for `device` (or all) and `port` (or all).
 pub fn ports(device: Option<&str>, port: Option<u8>, q: PortQuery) -> Result<PortsReport> {
-    let ctxs = open_devices(device)?;
+    let list = device_list()?;
     let mut report = PortsReport {
         devices: Vec::new(),
         ports: Vec::new(),
     };
-    for ctx in &ctxs {
-        let attr = ctx.query_device()?;
-        let n = attr.phys_port_cnt;
+    for dev in selected(&list, device)? {
+        let ctx = dev.open()?;
+        let n = ctx.query_device()?.phys_port_cnt;
         let selected: Vec<u8> = match port {
             Some(p) if p == 0 || p > n => {
                 let range = if n == 1 {
@@ -357,12 +361,12 @@ pub fn ports(device: Option<&str>, port: Option<u8>, q: PortQuery) -> Result<Por
             None => (1..=n).collect(),
         };
         for p in selected {
-            report
-                .ports
-                .push(port_info(ctx, p, n, q).with_context(|| format!("{} port {p}", ctx.name()))?);
+            report.ports.push(
+                port_info(&ctx, p, n, q).with_context(|| format!("{} port {p}", ctx.name()))?,
+            );
         }
         if q.verbose {
-            report.devices.extend(devices(Some(ctx.name()), true)?);
+            report.devices.push(describe_device(&dev, &ctx, true)?);
         }
     }
     Ok(report)

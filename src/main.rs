@@ -25,7 +25,9 @@ fn main() -> ExitCode {
             return ExitCode::from(exit::USAGE);
         }
     };
-    install_ctrl_c();
+    if cli.command.talks_to_a_peer() {
+        install_ctrl_c();
+    }
     match commands::run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
