@@ -5,6 +5,7 @@ use super::gid::{Gid, GidEntry};
 use super::types::{AtomicCap, GidType, LinkLayer, Mtu, NodeType, PhysState, PortState, Transport};
 use rdma_sys::*;
 use serde::Serialize;
+use std::any::Any;
 use std::ffi::CStr;
 use std::marker::PhantomData;
 use std::mem;
@@ -103,14 +104,23 @@ impl Device<'_> {
         if raw.is_null() {
             return Err(VerbsError::last("ibv_open_device", name));
         }
-        Ok(Arc::new(Context { raw, name }))
+        Ok(Arc::new(Context {
+            raw,
+            name,
+            owned: true,
+            _keepalive: None,
+        }))
     }
 }
 
 /// An open device (`ibv_context`), closed on drop after every child object is gone.
+/// A context borrowed from librdmacm (the one behind an rdma_cm id) is not ours to close:
+/// it holds its owner alive instead, so the device outlives every PD/CQ/QP made from it.
 pub struct Context {
     raw: *mut ibv_context,
     name: String,
+    owned: bool,
+    _keepalive: Option<Arc<dyn Any + Send + Sync>>,
 }
 
 // SAFETY: libibverbs contexts are thread-safe; all mutation goes through the library.
@@ -120,8 +130,12 @@ unsafe impl Sync for Context {}
 
 impl Drop for Context {
     fn drop(&mut self) {
-        // SAFETY: `raw` came from ibv_open_device; every child holds an Arc to us, so none is left.
-        unsafe { ibv_close_device(self.raw) };
+        if self.owned {
+            // SAFETY: `raw` came from ibv_open_device; every child holds an Arc to us, so none
+            // is left.
+            unsafe { ibv_close_device(self.raw) };
+        }
+        // A borrowed context is left open; `_keepalive` (dropped after this) releases its owner.
     }
 }
 
@@ -216,6 +230,29 @@ unsafe extern "C" {
 }
 
 impl Context {
+    /// Wrap a device context that someone else opened and will close (librdmacm, for the
+    /// device behind an rdma_cm id). Dropping the wrapper never closes it; it holds `keepalive`
+    /// until every PD/CQ/QP made from it is gone.
+    ///
+    /// # Safety
+    /// `raw` must be an open `ibv_context` that stays open for as long as `keepalive` lives.
+    pub(crate) unsafe fn borrowed(
+        raw: *mut ibv_context,
+        keepalive: Arc<dyn Any + Send + Sync>,
+    ) -> Arc<Context> {
+        // SAFETY: the caller promises `raw` is open; its `device` and the name in it live as
+        // long as the context does.
+        let name = unsafe { CStr::from_ptr(ibv_get_device_name((*raw).device)) }
+            .to_string_lossy()
+            .into_owned();
+        Arc::new(Context {
+            raw,
+            name,
+            owned: false,
+            _keepalive: Some(keepalive),
+        })
+    }
+
     pub fn name(&self) -> &str {
         &self.name
     }

@@ -4,6 +4,7 @@
 //! hold their `Context`, so a child can never outlive its parent and drop order is always right.
 
 mod ah;
+mod cm;
 mod cq;
 mod device;
 mod error;
@@ -14,6 +15,11 @@ mod qp;
 mod types;
 
 pub use ah::{AddressHandle, GlobalRoute, PathAttr};
+pub use cm::{
+    ACCEPT_PRIVATE_DATA_MAX, CONNECT_PRIVATE_DATA_MAX, CmConnParams, CmError, CmEvent,
+    CmEventChannel, CmEventKind, CmId, CmListener, IncomingRequest, REJECT_PRIVATE_DATA_MAX,
+    explain_status, reject_reason,
+};
 pub use cq::{Completion, CompletionChannel, CompletionQueue, WcOpcode, WcStatus};
 pub use device::{Context, Device, DeviceAttr, DeviceLimits, DeviceList, PortAttr, netdev_name};
 pub use error::{VerbsError, errno_name};

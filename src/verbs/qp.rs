@@ -231,6 +231,16 @@ impl QueuePair {
         )
     }
 
+    /// `ibv_modify_qp` with attributes someone else filled (rdma_cm's `rdma_init_qp_attr`).
+    pub(crate) fn modify_raw(
+        &self,
+        attr: &mut ibv_qp_attr,
+        mask: u32,
+        what: String,
+    ) -> Result<(), VerbsError> {
+        self.modify(attr, mask, what)
+    }
+
     /// RESET→INIT on `port`. RC/UC QPs get `access`; UD QPs get `qkey`.
     pub fn to_init(
         &self,
