@@ -50,8 +50,10 @@ pub fn run(args: &PingpongArgs) -> Result<u8> {
         cm: opts.cm,
     };
     pingpong::validate(&spec).map_err(UsageError)?;
-    if opts.cm {
-        return Err(UsageError("--cm is not available for pingpong yet".into()).into());
+    if opts.cm && spec.transport != crate::connect::control::Transport::Rc {
+        return Err(
+            UsageError("--cm connects RC queue pairs only: drop -c or use -c RC".into()).into(),
+        );
     }
     if opts.compat_ibv && opts.persist {
         return Err(UsageError("--compat ibv serves one ibv_rc_pingpong client".into()).into());

@@ -161,7 +161,18 @@ pub fn choose_port(choice: &PortChoice, local_ip: Option<IpAddr>) -> Result<Loca
         bail!("no active RDMA port: {}", states.join(", "));
     };
     let (ctx, port, attr, entries, _) = candidates.swap_remove(i);
-    let gid = choose_gid(&entries, attr.link_layer, choice.gid_index, local_ip)
+    finish_port(ctx, port, attr, &entries, choice.gid_index, local_ip)
+}
+
+fn finish_port(
+    ctx: Arc<Context>,
+    port: u8,
+    attr: PortAttr,
+    entries: &[GidEntry],
+    gid_index: Option<u32>,
+    local_ip: Option<IpAddr>,
+) -> Result<LocalPort> {
+    let gid = choose_gid(entries, attr.link_layer, gid_index, local_ip)
         .map_err(|e| anyhow::anyhow!("{} port {port}: {e}", ctx.name()))?;
     if attr.link_layer == LinkLayer::Ethernet && gid.is_none() {
         bail!(
@@ -175,6 +186,24 @@ pub fn choose_port(choice: &PortChoice, local_ip: Option<IpAddr>) -> Result<Loca
         attr,
         gid,
     })
+}
+
+/// The local port on a context someone else chose (rdma_cm picks device and port by IP).
+pub fn local_port_on(
+    ctx: Arc<Context>,
+    port: u8,
+    gid_index: Option<u32>,
+    local_ip: Option<IpAddr>,
+) -> Result<LocalPort> {
+    let n = ctx.query_device()?.phys_port_cnt;
+    let attr = ctx.query_port(port)?;
+    let entries = inventory::gid_table(&ctx, port, &attr, n)?;
+    finish_port(ctx, port, attr, &entries, gid_index, local_ip)
+}
+
+/// The IP address rdma_cm should use for an endpoint: the IPv4 its GID maps, else `fallback`.
+pub fn cm_address(e: &Endpoint, fallback: IpAddr) -> IpAddr {
+    e.gid.ipv4_mapped().map(IpAddr::V4).unwrap_or(fallback)
 }
 
 /// The path MTU: `forced` if given (must be an IB MTU no larger than either port allows),

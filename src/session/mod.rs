@@ -175,8 +175,10 @@ pub fn run_loopback<T>(
     let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).context("loopback control socket")?;
     l.set_nonblocking(true)?;
     let port = l.local_addr()?.port();
+    // Both ends use the control connection's port number (rdma_cm listens on the same number).
     let server_opts = SessionOptions {
         persist: false,
+        port,
         ..opts.clone()
     };
     let wait = opts.timeout;

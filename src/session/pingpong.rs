@@ -3,14 +3,15 @@
 use super::{STOP, SessionOptions, dial, status};
 use crate::connect::compat_ibv::{self, IbvDest};
 use crate::connect::control::{ControlChannel, Message, TestSpec, Transport};
-use crate::connect::endpoint::{Endpoint, LocalPort, choose_port};
+use crate::connect::endpoint::{Endpoint, LocalPort, choose_port, cm_address, local_port_on};
 use crate::connect::test_qp::{QpShape, TestQp};
 use crate::exit::UsageError;
 use crate::pingpong::{self, PingpongParams, Side};
 use crate::stats::LatencyStats;
-use crate::verbs::Access;
+use crate::verbs::{Access, CmId, CmListener};
 use anyhow::{Result, anyhow, bail};
 use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
 use std::net::TcpStream;
 
 /// Largest message a server accepts unless told otherwise.
@@ -160,9 +161,13 @@ pub fn client(opts: &SessionOptions, spec: &TestSpec) -> Result<PingpongReport> 
     }
     let stream = dial(opts)?;
     let local_ip = stream.local_addr()?.ip();
+    let peer_ip = stream.peer_addr()?.ip();
     let mut ch = ControlChannel::new(stream, opts.timeout)?;
     let peer = ch.peer().to_string();
     ch.greet()?;
+    if spec.cm {
+        return cm_client(opts, spec, ch, local_ip, peer_ip);
+    }
     let local = choose_port(&opts.choice, Some(local_ip))?;
     precheck_ud_size(&local, spec)?;
     let mut tq = TestQp::new(local, shape(spec))?;
@@ -180,28 +185,16 @@ pub fn client(opts: &SessionOptions, spec: &TestSpec) -> Result<PingpongReport> 
     };
     describe(opts, "local", &mine);
     describe(opts, "remote", &remote);
-    let run = (|| {
-        tq.connect(&remote, spec.mtu)?;
-        check_ud_size(&tq, spec)?;
-        pingpong::run(&tq, Side::Initiator, remote.qpn, remote.qkey, &p, &STOP)
-    })();
-    let outcome = match run {
-        Ok(o) => o,
-        Err(e) => {
-            let _ = ch.send(&Message::Error {
-                message: format!("{e:#}"),
-            });
-            return Err(e);
-        }
-    };
-    let r = report(spec, &tq, mine, remote, &outcome, None);
-    ch.send(&Message::Finished {
-        summary: Some(serde_json::to_value(&r)?),
-    })?;
-    match ch.recv("the server's final message")? {
-        Message::Finished { .. } => Ok(r),
-        _ => bail!("{peer} ended the run with an unexpected message"),
+    if let Err(e) = tq
+        .connect(&remote, spec.mtu)
+        .and_then(|_| check_ud_size(&tq, spec))
+    {
+        let _ = ch.send(&Message::Error {
+            message: format!("{e:#}"),
+        });
+        return Err(e);
     }
+    finish_client(&mut ch, spec, &tq, remote, &p)
 }
 
 /// Server side of one client's ping-pong request.
@@ -219,6 +212,9 @@ pub fn serve(
         bail!("refused {peer}: {reason}");
     }
     let local_ip = ch.stream().local_addr()?.ip();
+    if spec.cm {
+        return cm_serve(ch, opts, spec, local_ip);
+    }
     let setup = (|| -> Result<TestQp> {
         let local = choose_port(&opts.choice, Some(local_ip))?;
         let mut tq = TestQp::new(local, shape(spec))?;
@@ -261,6 +257,143 @@ pub fn serve(
     };
     ch.send(&Message::Finished { summary: None })?;
     Ok(summary)
+}
+
+/// Run the initiator and exchange the final messages; shared by both connection methods.
+fn finish_client(
+    ch: &mut ControlChannel,
+    spec: &TestSpec,
+    tq: &TestQp,
+    remote: Endpoint,
+    p: &PingpongParams,
+) -> Result<PingpongReport> {
+    let peer = ch.peer().to_string();
+    let outcome = match pingpong::run(tq, Side::Initiator, remote.qpn, remote.qkey, p, &STOP) {
+        Ok(o) => o,
+        Err(e) => {
+            let _ = ch.send(&Message::Error {
+                message: format!("{e:#}"),
+            });
+            return Err(e);
+        }
+    };
+    let r = report(spec, tq, tq.endpoint(), remote, &outcome, None);
+    ch.send(&Message::Finished {
+        summary: Some(serde_json::to_value(&r)?),
+    })?;
+    match ch.recv("the server's final message")? {
+        Message::Finished { .. } => Ok(r),
+        _ => bail!("{peer} ended the run with an unexpected message"),
+    }
+}
+
+/// Client over rdma_cm: the control channel carries the test; librdmacm connects the QPs.
+/// Order: request, accept (server listening), rdma_cm connect, accept (server's real QP), run.
+fn cm_client(
+    opts: &SessionOptions,
+    spec: &TestSpec,
+    mut ch: ControlChannel,
+    local_ip: std::net::IpAddr,
+    peer_ip: std::net::IpAddr,
+) -> Result<PingpongReport> {
+    let peer = ch.peer().to_string();
+    let placeholder = choose_port(&opts.choice, Some(local_ip))?;
+    ch.send(&Message::Request {
+        spec: spec.clone(),
+        endpoint: placeholder.endpoint(0, 0, 0),
+    })?;
+    drop(placeholder);
+    let listening = match ch.recv("the server's answer to our request")? {
+        Message::Accept { endpoint } => endpoint,
+        Message::Refuse { reason } => bail!("{peer} refused the test: {reason}"),
+        _ => bail!("{peer} answered the request with an unexpected message"),
+    };
+    let dst = SocketAddr::new(cm_address(&listening, peer_ip), opts.port);
+    let id = CmId::resolve(dst, None, opts.timeout)?;
+    let ctx = id.context()?;
+    let local = local_port_on(ctx, id.port(), opts.choice.gid_index, Some(local_ip))?;
+    precheck_ud_size(&local, spec)?;
+    let mut tq = TestQp::new(local, shape(spec))?;
+    let p = params(spec, opts, &peer);
+    pingpong::post_receives(&tq, &p)?;
+    id.connect(&tq.qp, &[], opts.timeout)?;
+    tq.path_mtu = Some(tq.local.active_mtu());
+    let remote = match ch.recv("the server's endpoint after the rdma_cm connection")? {
+        Message::Accept { endpoint } => endpoint,
+        _ => bail!("{peer} sent an unexpected message after the rdma_cm connection"),
+    };
+    describe(opts, "local", &tq.endpoint());
+    describe(opts, "remote", &remote);
+    let r = finish_client(&mut ch, spec, &tq, remote, &p);
+    drop(tq); // the QP goes before its cm_id
+    r
+}
+
+/// Server over rdma_cm: listen on the RDMA address, accept the client's connection request.
+fn cm_serve(
+    ch: &mut ControlChannel,
+    opts: &SessionOptions,
+    spec: &TestSpec,
+    local_ip: std::net::IpAddr,
+) -> Result<serde_json::Value> {
+    let peer = ch.peer().to_string();
+    let refuse = |ch: &mut ControlChannel, e: anyhow::Error| {
+        let _ = ch.send(&Message::Refuse {
+            reason: format!("{e:#}"),
+        });
+        e
+    };
+    if spec.transport != Transport::Rc {
+        let e = anyhow!(
+            "rdma_cm connects RC queue pairs only (asked for {})",
+            spec.transport
+        );
+        return Err(refuse(ch, e));
+    }
+    let here = match choose_port(&opts.choice, Some(local_ip)) {
+        Ok(l) => l.endpoint(0, 0, 0),
+        Err(e) => return Err(refuse(ch, e)),
+    };
+    let addr = SocketAddr::new(cm_address(&here, local_ip), opts.port);
+    let listener = match CmListener::bind(addr, 1) {
+        Ok(l) => l,
+        Err(e) => return Err(refuse(ch, e.into())),
+    };
+    ch.send(&Message::Accept { endpoint: here })?;
+    let req = listener.get_request(opts.timeout)?;
+    let local = local_port_on(
+        req.context()?,
+        req.port(),
+        opts.choice.gid_index,
+        Some(local_ip),
+    )?;
+    let mut tq = TestQp::new(local, shape(spec))?;
+    let p = params(spec, opts, &peer);
+    pingpong::post_receives(&tq, &p)?;
+    let id = req.accept(&tq.qp, &[], opts.timeout)?;
+    tq.path_mtu = Some(tq.local.active_mtu());
+    ch.send(&Message::Accept {
+        endpoint: tq.endpoint(),
+    })?;
+    describe(opts, "local", &tq.endpoint());
+    let result = (|| {
+        pingpong::run(&tq, Side::Responder, 0, 0, &p, &STOP)?;
+        match ch.recv("the client's results")? {
+            Message::Finished { summary } => {
+                ch.send(&Message::Finished { summary: None })?;
+                Ok(summary.unwrap_or_default())
+            }
+            _ => bail!("{peer} ended the run with an unexpected message"),
+        }
+    })();
+    if let Err(e) = &result {
+        let _ = ch.send(&Message::Error {
+            message: format!("{e:#}"),
+        });
+    }
+    drop(tq);
+    drop(id);
+    result
 }
 
 fn ibv_dest(tq: &TestQp) -> IbvDest {

@@ -324,3 +324,41 @@ fn bad_input_is_refused_cleanly() {
         }
     }
 }
+
+#[test]
+#[ignore = "lab: needs rxe0; run by scripts/test inside the Soft-RoCE lab"]
+fn rdma_cm_client_server_and_loopback() {
+    require_rxe0();
+    let server = spawn_rdmadiag(&["pingpong", "--cm", "-p", "18708", "--json"]);
+    wait_listening(18708, LIMIT);
+    let c = wait_limit(
+        spawn_rdmadiag(&[
+            "pingpong", HOST, "--cm", "-p", "18708", "-n", "100", "--json",
+        ]),
+        LIMIT,
+        "rdma_cm client",
+    );
+    let s = wait_limit(server, LIMIT, "rdma_cm server");
+    assert!(c.status.success(), "client: {}", stderr(&c));
+    assert!(s.status.success(), "server: {}", stderr(&s));
+    let v: Value = serde_json::from_slice(&c.stdout).unwrap();
+    check_report(&v, "RC", 4096, 100);
+    assert_ne!(v["remote"]["qpn"], 0, "the real remote QP is reported");
+
+    let v = rdmadiag_json(&[
+        "pingpong",
+        "--loopback",
+        "--cm",
+        "-n",
+        "50",
+        "-s",
+        "64",
+        "--json",
+    ]);
+    check_report(&v, "RC", 64, 50);
+
+    // rdma_cm connects RC only.
+    let o = rdmadiag(&["pingpong", "--loopback", "--cm", "-c", "UD"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(one_error_line(&o).contains("RC"));
+}
