@@ -8,6 +8,7 @@ pub mod connect;
 pub mod exit;
 pub mod inventory;
 pub mod output;
+pub mod perf;
 pub mod pingpong;
 pub mod render;
 pub mod session;

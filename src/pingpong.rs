@@ -18,6 +18,14 @@ pub struct PingpongParams {
     pub iterations: u64,
     pub rx_depth: u32,
     pub events: bool,
+    /// Run for this long instead of `iterations` (the initiator decides; it marks its last
+    /// message so the responder stops too).
+    pub duration: Option<Duration>,
+    /// Mark the initiator's last message with an immediate value the responder stops on
+    /// (rdmadiag peers); rdma-core's pingpong counts iterations instead.
+    pub mark_last: bool,
+    /// Send messages up to this size inline.
+    pub inline_max: usize,
     /// Longest wait for any one completion.
     pub timeout: Duration,
     /// Who is on the other side, for messages.
@@ -42,15 +50,15 @@ fn slot_len(transport: Transport, size: usize) -> usize {
     }
 }
 
-/// Size of the registered buffer: one send area, then `rx_depth` receive slots.
-pub fn buffer_len(transport: Transport, size: usize, rx_depth: u32) -> usize {
-    size + rx_depth as usize * slot_len(transport, size)
+/// Size of the registered buffer: a send area, then one receive area that every posted
+/// receive shares (as ibv_rc_pingpong does: the data is not inspected, and one small buffer
+/// keeps the memory the device touches per round trip to a few pages).
+pub fn buffer_len(transport: Transport, size: usize, _rx_depth: u32) -> usize {
+    size + slot_len(transport, size)
 }
 
-fn slot(tq: &TestQp, size: usize, i: u64) -> Range<usize> {
-    let len = slot_len(tq.transport, size);
-    let start = size + i as usize * len;
-    start..start + len
+fn slot(tq: &TestQp, size: usize, _i: u64) -> Range<usize> {
+    size..size + slot_len(tq.transport, size)
 }
 
 /// Post the initial receives; do this before telling the peer we are ready.
@@ -144,8 +152,17 @@ fn check(c: &Completion, what: &str) -> Result<()> {
     )
 }
 
-fn send_reply(tq: &TestQp, p: &PingpongParams, remote_qpn: u32, remote_qkey: u32) -> Result<()> {
-    let inline = p.size <= tq.qp.caps().max_inline_data as usize && p.size > 0;
+/// Immediate value marking the initiator's last message.
+pub const LAST_IMM: u32 = 0x4c41_5354;
+
+fn send_reply(
+    tq: &TestQp,
+    p: &PingpongParams,
+    remote_qpn: u32,
+    remote_qkey: u32,
+    last: bool,
+) -> Result<()> {
+    let inline = p.size <= p.inline_max.min(tq.qp.caps().max_inline_data as usize) && p.size > 0;
     let ud = match (&tq.ah, tq.transport) {
         (Some(ah), Transport::Ud) => Some(UdDest {
             ah,
@@ -156,7 +173,11 @@ fn send_reply(tq: &TestQp, p: &PingpongParams, remote_qpn: u32, remote_qkey: u32
     };
     tq.qp.post_send(&SendRequest {
         wr_id: SEND_ID,
-        op: SendOp::Send,
+        op: if last {
+            SendOp::SendWithImm(LAST_IMM)
+        } else {
+            SendOp::Send
+        },
         mr: &tq.mr,
         range: 0..p.size,
         signaled: true,
@@ -189,10 +210,20 @@ pub fn run(
     let mut outstanding_sends = 0u32;
     let mut start = None;
     let mut last_reply: Option<Instant> = None;
-    let n = p.iterations;
+    let mut rounds = 0u64;
+    let n = match (side, p.duration) {
+        (_, None) => p.iterations,
+        (_, Some(_)) => u64::MAX,
+    };
+    let run_until = p.duration.map(|d| Instant::now() + d);
+    let of_n = if p.duration.is_some() {
+        String::new()
+    } else {
+        format!(" of {n}")
+    };
     let wait_err = |i: u64, what: &str| {
         anyhow::anyhow!(
-            "timed out after {} waiting for {what} of round trip {} of {n} from {} (is the \
+            "timed out after {} waiting for {what} of round trip {}{of_n} from {} (is the \
              peer still running and reachable?)",
             humantime::format_duration(p.timeout),
             i + 1,
@@ -201,9 +232,11 @@ pub fn run(
     };
     for i in 0..n {
         let t0 = Instant::now();
+        let mut last = i + 1 == n;
         if side == Side::Initiator {
             start.get_or_insert(t0);
-            send_reply(tq, p, remote_qpn, remote_qkey)?;
+            last |= run_until.is_some_and(|u| t0 >= u);
+            send_reply(tq, p, remote_qpn, remote_qkey, last && p.mark_last)?;
             outstanding_sends += 1;
         }
         // Wait for the peer's message (and, on the initiator, reap our send on the way).
@@ -211,11 +244,11 @@ pub fn run(
             let deadline = Instant::now() + p.timeout;
             let Some(c) = poller
                 .next(deadline, stop)
-                .map_err(|e| anyhow::anyhow!("{e} during round trip {} of {n}", i + 1))?
+                .map_err(|e| anyhow::anyhow!("{e} during round trip {}{of_n}", i + 1))?
             else {
                 return Err(wait_err(i, "the message"));
             };
-            check(&c, &format!("round trip {} of {n} with {}", i + 1, p.peer))?;
+            check(&c, &format!("round trip {}{of_n} with {}", i + 1, p.peer))?;
             if c.wr_id == SEND_ID {
                 outstanding_sends -= 1;
                 continue;
@@ -230,19 +263,27 @@ pub fn run(
                 }
                 start.get_or_insert(t0);
                 last_reply = Some(Instant::now());
-                send_reply(tq, p, remote_qpn, remote_qkey)?;
+                last |= got.imm_data == Some(LAST_IMM);
+                send_reply(tq, p, remote_qpn, remote_qkey, false)?;
                 outstanding_sends += 1;
             }
         }
         // Replace the consumed receive after the reply is on its way (off the critical path).
         tq.qp
             .post_recv(got.wr_id, &tq.mr, slot(tq, p.size, got.wr_id))?;
+        rounds = i + 1;
+        if last {
+            break;
+        }
     }
     // Reap the sends still in flight, so the peer has really got everything.
     while outstanding_sends > 0 {
         let deadline = Instant::now() + p.timeout;
         let Some(c) = poller.next(deadline, stop)? else {
-            return Err(wait_err(n.saturating_sub(1), "the last send's completion"));
+            return Err(wait_err(
+                rounds.saturating_sub(1),
+                "the last send's completion",
+            ));
         };
         check(&c, &format!("the last round trip with {}", p.peer))?;
         if c.wr_id == SEND_ID {
@@ -252,7 +293,7 @@ pub fn run(
     Ok(PingpongOutcome {
         latency,
         elapsed: start.map_or(Duration::ZERO, |s| s.elapsed()),
-        round_trips: n,
+        round_trips: rounds,
     })
 }
 
@@ -262,7 +303,7 @@ mod tests {
 
     #[test]
     fn buffer_layout_has_room_for_grh_on_ud() {
-        assert_eq!(buffer_len(Transport::Rc, 4096, 2), 3 * 4096);
-        assert_eq!(buffer_len(Transport::Ud, 2048, 2), 2048 + 2 * (2048 + 40));
+        assert_eq!(buffer_len(Transport::Rc, 4096, 500), 2 * 4096);
+        assert_eq!(buffer_len(Transport::Ud, 2048, 500), 2048 + 2048 + 40);
     }
 }

@@ -23,6 +23,17 @@ pub struct Endpoint {
     /// The port's active MTU in bytes.
     pub active_mtu: u32,
     pub qkey: u32,
+    /// The registered buffer the peer may access with RDMA WRITE/READ (one-sided tests only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<RemoteMemory>,
+}
+
+/// A peer's registered buffer: where one-sided operations may go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoteMemory {
+    pub addr: u64,
+    pub rkey: u32,
+    pub len: u64,
 }
 
 /// The local port a test runs on, with the GID chosen for it.
@@ -57,6 +68,7 @@ impl LocalPort {
             netdev: self.gid.as_ref().and_then(|g| g.netdev.clone()),
             active_mtu: self.active_mtu().bytes(),
             qkey,
+            memory: None,
         }
     }
 }

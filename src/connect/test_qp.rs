@@ -1,7 +1,7 @@
 //! A test's verbs resources on one side (PD, CQ, QP, buffer) and connecting them to the peer.
 
 use super::control::Transport;
-use super::endpoint::{Endpoint, LocalPort, path_mtu};
+use super::endpoint::{Endpoint, LocalPort, RemoteMemory, path_mtu};
 use crate::verbs::{
     Access, AddressHandle, CompletionChannel, CompletionQueue, GlobalRoute, LinkLayer,
     MemoryRegion, Mtu, PathAttr, ProtectionDomain, QpCaps, QpType, QueuePair, RemoteQp, RtrParams,
@@ -25,6 +25,8 @@ pub struct QpShape {
     pub max_inline: u32,
     pub access: Access,
     pub events: bool,
+    /// Outstanding RDMA READs this QP issues and accepts (1 unless a READ test wants more).
+    pub rd_atomic: u8,
 }
 
 /// One side's resources. Field order is drop order: QP before AH, MR, CQ and channel.
@@ -39,6 +41,7 @@ pub struct TestQp {
     pub psn: u32,
     pub transport: Transport,
     pub path_mtu: Option<Mtu>,
+    pub rd_atomic: u8,
 }
 
 fn random_psn() -> u32 {
@@ -95,6 +98,7 @@ impl TestQp {
         })?;
         let mr = MemoryRegion::new(&pd, shape.buffer_len, shape.access)?;
         qp.to_init(local.port, 0, shape.access, UD_QKEY)?;
+        let rd_atomic = shape.rd_atomic;
         Ok(TestQp {
             qp,
             ah: None,
@@ -106,12 +110,22 @@ impl TestQp {
             psn: random_psn(),
             transport: shape.transport,
             path_mtu: None,
+            rd_atomic: rd_atomic.max(1),
         })
     }
 
-    /// What the peer needs to reach this QP.
+    /// What the peer needs to reach this QP (and its buffer, if the peer may access it).
     pub fn endpoint(&self) -> Endpoint {
-        self.local.endpoint(self.qp.qp_num(), self.psn, UD_QKEY)
+        let mut e = self.local.endpoint(self.qp.qp_num(), self.psn, UD_QKEY);
+        let remote = Access::REMOTE_WRITE | Access::REMOTE_READ;
+        if self.mr.access().0 & remote.0 != 0 {
+            e.memory = Some(RemoteMemory {
+                addr: self.mr.addr(),
+                rkey: self.mr.rkey(),
+                len: self.mr.len() as u64,
+            });
+        }
+        e
     }
 
     fn path_to(&self, remote: &Endpoint) -> PathAttr {
@@ -152,7 +166,7 @@ impl TestQp {
                 },
                 &RtrParams {
                     path_mtu: mtu,
-                    max_dest_rd_atomic: 1,
+                    max_dest_rd_atomic: self.rd_atomic,
                     min_rnr_timer: 12,
                 },
             )
@@ -163,7 +177,7 @@ impl TestQp {
                 timeout: 14,
                 retry_cnt: 7,
                 rnr_retry: 7,
-                max_rd_atomic: 1,
+                max_rd_atomic: self.rd_atomic,
             })
             .with_context(|| who.clone())?;
         if self.transport == Transport::Ud {

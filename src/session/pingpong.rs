@@ -68,6 +68,7 @@ fn shape(spec: &TestSpec) -> QpShape {
         max_inline: if spec.size <= 64 { 64 } else { 0 },
         access: Access::LOCAL_WRITE,
         events: spec.events,
+        rd_atomic: 1,
     }
 }
 
@@ -77,6 +78,9 @@ fn params(spec: &TestSpec, opts: &SessionOptions, peer: &str) -> PingpongParams 
         iterations: spec.iterations,
         rx_depth: spec.rx_depth,
         events: spec.events,
+        duration: None,
+        mark_last: !opts.compat_ibv,
+        inline_max: 64,
         timeout: opts.timeout,
         peer: peer.to_string(),
     }
@@ -421,6 +425,7 @@ fn ibv_remote(d: &IbvDest, local: &LocalPort) -> Endpoint {
         netdev: None,
         active_mtu: 4096,
         qkey: crate::connect::test_qp::UD_QKEY,
+        memory: None,
     }
 }
 

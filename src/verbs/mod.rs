@@ -27,7 +27,8 @@ pub use gid::{Gid, GidEntry, default_gid_index};
 pub use mr::{Access, MemoryRegion};
 pub use pd::ProtectionDomain;
 pub use qp::{
-    QpCaps, QpType, QueuePair, RemoteQp, RtrParams, RtsParams, SendOp, SendRequest, UdDest,
+    QpCaps, QpType, QueuePair, RemoteQp, RtrParams, RtsParams, SendList, SendOp, SendRequest,
+    UdDest,
 };
 pub use types::{
     AtomicCap, GidType, LinkLayer, Mtu, NodeType, PhysState, PortState, Transport, speed_per_lane,

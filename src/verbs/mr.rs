@@ -138,6 +138,21 @@ impl MemoryRegion {
     }
 }
 
+impl MemoryRegion {
+    /// Read one byte the device (or a peer's RDMA WRITE) may be changing: volatile, so every
+    /// poll really reads memory. None beyond the end.
+    pub fn read_volatile(&self, offset: usize) -> Option<u8> {
+        if offset >= self.len {
+            return None;
+        }
+        // SAFETY: in bounds of the live buffer; a u8 read cannot tear; volatile because the
+        // NIC writes this memory behind the compiler's back.
+        let v = unsafe { std::ptr::read_volatile(self.buf.ptr.add(offset)) };
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+        Some(v)
+    }
+}
+
 impl Drop for MemoryRegion {
     fn drop(&mut self) {
         // SAFETY: `raw` came from ibv_reg_mr; deregistering before `buf` is freed (fields drop

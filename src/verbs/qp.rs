@@ -372,56 +372,167 @@ impl QueuePair {
 
     /// Post one send-queue work request.
     pub fn post_send(&self, req: &SendRequest<'_>) -> Result<(), VerbsError> {
-        let mut sge = Self::sge(req.mr, &req.range, "ibv_post_send")?;
-        // SAFETY: ibv_send_wr is plain data; all-zero is valid.
+        // SAFETY: ibv_send_wr/ibv_sge are plain data; all-zero is valid.
         let mut wr: ibv_send_wr = unsafe { mem::zeroed() };
-        wr.wr_id = req.wr_id;
+        // SAFETY: as above.
+        let mut sge: ibv_sge = unsafe { mem::zeroed() };
+        fill_send_wr(req, &mut wr, &mut sge)?;
         wr.sg_list = &mut sge;
-        wr.num_sge = 1;
-        let mut flags = 0u32;
-        if req.signaled {
-            flags |= ibv_send_flags::IBV_SEND_SIGNALED.0;
-        }
-        if req.inline {
-            flags |= ibv_send_flags::IBV_SEND_INLINE.0;
-        }
-        wr.send_flags = flags;
-        match req.op {
-            SendOp::Send => wr.opcode = ibv_wr_opcode::IBV_WR_SEND,
-            SendOp::SendWithImm(imm) => {
-                wr.opcode = ibv_wr_opcode::IBV_WR_SEND_WITH_IMM;
-                wr.imm_data_invalidated_rkey_union.imm_data = imm.to_be();
-            }
-            SendOp::Write { remote_addr, rkey } => {
-                wr.opcode = ibv_wr_opcode::IBV_WR_RDMA_WRITE;
-                wr.wr.rdma = rdma_t { remote_addr, rkey };
-            }
-            SendOp::WriteWithImm {
-                remote_addr,
-                rkey,
-                imm,
-            } => {
-                wr.opcode = ibv_wr_opcode::IBV_WR_RDMA_WRITE_WITH_IMM;
-                wr.wr.rdma = rdma_t { remote_addr, rkey };
-                wr.imm_data_invalidated_rkey_union.imm_data = imm.to_be();
-            }
-            SendOp::Read { remote_addr, rkey } => {
-                wr.opcode = ibv_wr_opcode::IBV_WR_RDMA_READ;
-                wr.wr.rdma = rdma_t { remote_addr, rkey };
-            }
-        }
-        if let Some(ud) = req.ud {
-            wr.wr.ud = ud_t {
-                ah: ud.ah.as_ptr(),
-                remote_qpn: ud.qpn,
-                remote_qkey: ud.qkey,
-            };
-        }
         let mut bad: *mut ibv_send_wr = std::ptr::null_mut();
         // SAFETY: `wr`/`sge` live across the call; the local buffer is registered in `mr`
         // (deregistered before it is freed); the AH, if any, is borrowed for the call.
         let rc = unsafe { ibv_post_send(self.raw, &mut wr, &mut bad) };
         VerbsError::check("ibv_post_send", format!("QP 0x{:06x}", self.qp_num()), rc)
+    }
+
+    /// Post the first `n` requests of `list` as one chained `ibv_post_send` (a post list).
+    pub fn post_send_list(&self, list: &mut SendList<'_>, n: usize) -> Result<(), VerbsError> {
+        let n = n.min(list.len);
+        if n == 0 {
+            return Ok(());
+        }
+        for i in 0..n {
+            let sge: *mut ibv_sge = &mut list.sges[i];
+            let next: *mut ibv_send_wr = if i + 1 < n {
+                &mut list.wrs[i + 1]
+            } else {
+                std::ptr::null_mut()
+            };
+            list.wrs[i].sg_list = sge;
+            list.wrs[i].next = next;
+        }
+        let mut bad: *mut ibv_send_wr = std::ptr::null_mut();
+        // SAFETY: the first `n` WRs are filled (SendList::set) and chained to SGEs in the same
+        // boxed arrays, alive for the call; buffers and AHs are borrowed for 'a by the list.
+        let rc = unsafe { ibv_post_send(self.raw, list.wrs.as_mut_ptr(), &mut bad) };
+        VerbsError::check(
+            "ibv_post_send",
+            format!("QP 0x{:06x} ({n} work requests)", self.qp_num()),
+            rc,
+        )
+    }
+}
+
+/// Fill one WR and its SGE from a request (validating the local range).
+fn fill_send_wr(
+    req: &SendRequest<'_>,
+    wr: &mut ibv_send_wr,
+    sge: &mut ibv_sge,
+) -> Result<(), VerbsError> {
+    *sge = QueuePair::sge(req.mr, &req.range, "ibv_post_send")?;
+    wr.wr_id = req.wr_id;
+    wr.num_sge = 1;
+    let mut flags = 0u32;
+    if req.signaled {
+        flags |= ibv_send_flags::IBV_SEND_SIGNALED.0;
+    }
+    if req.inline {
+        flags |= ibv_send_flags::IBV_SEND_INLINE.0;
+    }
+    wr.send_flags = flags;
+    match req.op {
+        SendOp::Send => wr.opcode = ibv_wr_opcode::IBV_WR_SEND,
+        SendOp::SendWithImm(imm) => {
+            wr.opcode = ibv_wr_opcode::IBV_WR_SEND_WITH_IMM;
+            wr.imm_data_invalidated_rkey_union.imm_data = imm.to_be();
+        }
+        SendOp::Write { remote_addr, rkey } => {
+            wr.opcode = ibv_wr_opcode::IBV_WR_RDMA_WRITE;
+            wr.wr.rdma = rdma_t { remote_addr, rkey };
+        }
+        SendOp::WriteWithImm {
+            remote_addr,
+            rkey,
+            imm,
+        } => {
+            wr.opcode = ibv_wr_opcode::IBV_WR_RDMA_WRITE_WITH_IMM;
+            wr.wr.rdma = rdma_t { remote_addr, rkey };
+            wr.imm_data_invalidated_rkey_union.imm_data = imm.to_be();
+        }
+        SendOp::Read { remote_addr, rkey } => {
+            wr.opcode = ibv_wr_opcode::IBV_WR_RDMA_READ;
+            wr.wr.rdma = rdma_t { remote_addr, rkey };
+        }
+    }
+    if let Some(ud) = req.ud {
+        wr.wr.ud = ud_t {
+            ah: ud.ah.as_ptr(),
+            remote_qpn: ud.qpn,
+            remote_qkey: ud.qkey,
+        };
+    }
+    Ok(())
+}
+
+/// A reusable, pre-allocated chain of send work requests for post lists: fill slots once with
+/// [`set`](Self::set), adjust `wr_id`/signaling per post, post with
+/// [`QueuePair::post_send_list`]. It borrows the buffers and AHs its requests name for `'a`.
+pub struct SendList<'a> {
+    wrs: Box<[ibv_send_wr]>,
+    sges: Box<[ibv_sge]>,
+    len: usize,
+    _borrows: std::marker::PhantomData<&'a MemoryRegion>,
+}
+
+// SAFETY: the raw pointers inside point at the list's own arrays or at MRs/AHs borrowed for 'a,
+// which are Sync; the list is only used through &mut.
+unsafe impl Send for SendList<'_> {}
+
+impl<'a> SendList<'a> {
+    /// Room for `capacity` requests.
+    pub fn new(capacity: usize) -> Self {
+        let capacity = capacity.max(1);
+        SendList {
+            // SAFETY: ibv_send_wr/ibv_sge are plain data; all-zero is valid.
+            wrs: (0..capacity).map(|_| unsafe { mem::zeroed() }).collect(),
+            // SAFETY: as above.
+            sges: (0..capacity).map(|_| unsafe { mem::zeroed() }).collect(),
+            len: 0,
+            _borrows: std::marker::PhantomData,
+        }
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.wrs.len()
+    }
+
+    /// Fill slot `i` (< capacity) from `req`; slots up to `i` count as filled.
+    pub fn set(&mut self, i: usize, req: &SendRequest<'a>) -> Result<(), VerbsError> {
+        if i >= self.wrs.len() {
+            return Err(VerbsError::new(
+                "ibv_post_send",
+                format!("post list slot {i} beyond its capacity {}", self.wrs.len()),
+                libc::EINVAL,
+            ));
+        }
+        fill_send_wr(req, &mut self.wrs[i], &mut self.sges[i])?;
+        self.len = self.len.max(i + 1);
+        Ok(())
+    }
+
+    /// Change slot `i`'s id and whether it is signaled (the hot path: no validation needed).
+    pub fn mark(&mut self, i: usize, wr_id: u64, signaled: bool) {
+        if let Some(wr) = self.wrs.get_mut(i) {
+            wr.wr_id = wr_id;
+            if signaled {
+                wr.send_flags |= ibv_send_flags::IBV_SEND_SIGNALED.0;
+            } else {
+                wr.send_flags &= !ibv_send_flags::IBV_SEND_SIGNALED.0;
+            }
+        }
+    }
+
+    /// Change slot `i`'s immediate value, turning a SEND into a SEND with immediate.
+    pub fn set_send_imm(&mut self, i: usize, imm: Option<u32>) {
+        if let Some(wr) = self.wrs.get_mut(i) {
+            match imm {
+                Some(v) => {
+                    wr.opcode = ibv_wr_opcode::IBV_WR_SEND_WITH_IMM;
+                    wr.imm_data_invalidated_rkey_union.imm_data = v.to_be();
+                }
+                None => wr.opcode = ibv_wr_opcode::IBV_WR_SEND,
+            }
+        }
     }
 }
 

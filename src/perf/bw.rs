@@ -1,0 +1,325 @@
+//! The bandwidth engine: keep `tx_depth` operations in flight per QP, post lists, signal every
+//! `cq_mod`-th request, poll completions in batches. No allocation, formatting or locking inside
+//! the timed loop.
+
+use super::{Op, Progress};
+use crate::connect::endpoint::RemoteMemory;
+use crate::connect::test_qp::TestQp;
+use crate::verbs::{Completion, SendList, SendOp, SendRequest};
+use anyhow::{Result, anyhow, bail};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// Immediate value of the SEND that ends a QP's stream: the receiver stops when it sees it.
+pub const STOP_IMM: u32 = 0xFFFF_FFFF;
+/// Receive work requests carry this bit in their id.
+const RECV_FLAG: u64 = 1 << 63;
+/// Peak bandwidth is the best rate over windows at least this long.
+const PEAK_WINDOW: Duration = Duration::from_millis(1);
+
+/// What one bandwidth run does.
+#[derive(Debug, Clone)]
+pub struct BwParams {
+    pub op: Op,
+    pub size: usize,
+    /// Operations per QP; None in duration mode.
+    pub iterations: Option<u64>,
+    pub duration: Option<Duration>,
+    pub tx_depth: u32,
+    pub cq_mod: u32,
+    pub post_list: u32,
+    pub inline: bool,
+    /// Receives kept posted per QP (SEND only).
+    pub rx_depth: u32,
+    /// This side issues operations.
+    pub send: bool,
+    /// This side receives SENDs (the peer's, in a SEND test).
+    pub receive: bool,
+    /// Longest time without any completion before the run is declared stuck.
+    pub timeout: Duration,
+    pub peer: String,
+}
+
+/// What one side measured.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct BwOutcome {
+    /// Operations this side completed (sent, or received when only receiving).
+    pub messages: u64,
+    pub bytes: u64,
+    pub elapsed: Duration,
+    /// Best rate over any window of at least 1 ms, bytes per second.
+    pub peak_bytes_per_sec: f64,
+}
+
+impl BwOutcome {
+    pub fn avg_bytes_per_sec(&self) -> f64 {
+        self.bytes as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+    pub fn msg_rate(&self) -> f64 {
+        self.messages as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+}
+
+/// Post the receives of a SEND test before the peer starts sending. Like perftest, every
+/// receive lands in the same `max_size` bytes at `offset`: a bandwidth test does not look at
+/// the data, and the buffer then stays small whatever the depth.
+pub fn post_receives(tq: &TestQp, max_size: usize, rx_depth: u32, offset: usize) -> Result<()> {
+    for slot in 0..rx_depth as u64 {
+        tq.qp
+            .post_recv(RECV_FLAG | slot, &tq.mr, offset..offset + max_size)?;
+    }
+    Ok(())
+}
+
+struct QpState<'a> {
+    tq: &'a TestQp,
+    list: SendList<'a>,
+    posted: u64,
+    completed: u64,
+    /// Posting has ended (count reached or time up) and the final request is out.
+    closed: bool,
+    received: u64,
+    stopped: bool,
+}
+
+fn op_for(op: Op, remote: Option<RemoteMemory>, size: usize) -> Result<SendOp> {
+    let mem = |what: &str| {
+        remote
+            .filter(|m| m.len >= size as u64)
+            .ok_or_else(|| anyhow!("the peer exposed no buffer of {size} bytes for {what}"))
+    };
+    Ok(match op {
+        Op::Send => SendOp::Send,
+        Op::Write => {
+            let m = mem("RDMA WRITE")?;
+            SendOp::Write {
+                remote_addr: m.addr,
+                rkey: m.rkey,
+            }
+        }
+        Op::Read => {
+            let m = mem("RDMA READ")?;
+            SendOp::Read {
+                remote_addr: m.addr,
+                rkey: m.rkey,
+            }
+        }
+    })
+}
+
+fn check(c: &Completion, peer: &str, op: Op) -> Result<()> {
+    if c.status.is_success() {
+        return Ok(());
+    }
+    let what = if c.wr_id & RECV_FLAG != 0 {
+        "receive".to_string()
+    } else {
+        format!("{op} operation")
+    };
+    bail!(
+        "a {what} with {peer} completed with {}: {} (vendor error 0x{:x})",
+        c.status,
+        c.status.likely_cause(),
+        c.vendor_err
+    )
+}
+
+/// Run one bandwidth measurement over `qps`; `remotes[i]` is QP i's peer buffer (one-sided ops).
+/// The local source/sink for operations is bytes `0..size` of each QP's buffer; receives use
+/// `recv_len` bytes at `recv_offset` (see [`post_receives`]).
+pub fn run(
+    qps: &[TestQp],
+    remotes: &[Option<RemoteMemory>],
+    recv_offset: usize,
+    recv_len: usize,
+    p: &BwParams,
+    progress: &Progress,
+    stop: &AtomicBool,
+) -> Result<BwOutcome> {
+    let total = p.iterations.unwrap_or(u64::MAX);
+    let list_cap = p.post_list.clamp(1, p.tx_depth.max(1)) as usize;
+    let cq_mod = p.cq_mod.clamp(1, p.tx_depth.max(1)) as u64;
+    let mut states = Vec::with_capacity(qps.len());
+    for (i, tq) in qps.iter().enumerate() {
+        let op = op_for(p.op, remotes.get(i).copied().flatten(), p.size)?;
+        let mut list = SendList::new(list_cap);
+        for slot in 0..list_cap {
+            list.set(
+                slot,
+                &SendRequest {
+                    wr_id: 0,
+                    op,
+                    mr: &tq.mr,
+                    range: 0..p.size,
+                    signaled: false,
+                    inline: p.inline,
+                    ud: None,
+                },
+            )?;
+        }
+        states.push(QpState {
+            tq,
+            list,
+            posted: 0,
+            completed: 0,
+            closed: !p.send,
+            received: 0,
+            stopped: !p.receive,
+        });
+    }
+    let mut wcs = [Completion::default(); 16];
+    let start = Instant::now();
+    let deadline = p.duration.map(|d| start + d);
+    let mut first_recv: Option<Instant> = None;
+    let mut last_done = start;
+    let mut last_activity = start;
+    let mut window = (start, 0u64);
+    let mut peak = 0f64;
+    let mut spins = 0u32;
+    let mut time_up = false;
+    loop {
+        spins = spins.wrapping_add(1);
+        let now_check = spins.is_multiple_of(64);
+        if now_check && deadline.is_some_and(|d| Instant::now() >= d) {
+            time_up = true;
+        }
+        let mut all_done = true;
+        for s in states.iter_mut() {
+            // Post as much as the send queue allows, in post lists.
+            if !s.closed {
+                let ending = time_up || s.posted + 1 >= total;
+                let in_flight = s.posted - s.completed;
+                if ending {
+                    if in_flight < p.tx_depth as u64 {
+                        // One last signaled request (a SEND carries the stop mark).
+                        s.list.mark(0, s.posted, true);
+                        if p.op == Op::Send {
+                            s.list.set_send_imm(0, Some(STOP_IMM));
+                        }
+                        s.tq.qp.post_send_list(&mut s.list, 1)?;
+                        s.list.set_send_imm(0, None);
+                        s.posted += 1;
+                        s.closed = true;
+                    }
+                } else {
+                    let room = (p.tx_depth as u64 - in_flight)
+                        .min(total.saturating_sub(s.posted).saturating_sub(1))
+                        .min(list_cap as u64) as usize;
+                    if room > 0 {
+                        for i in 0..room {
+                            let seq = s.posted + i as u64;
+                            s.list.mark(i, seq, (seq + 1).is_multiple_of(cq_mod));
+                        }
+                        s.tq.qp.post_send_list(&mut s.list, room)?;
+                        s.posted += room as u64;
+                    }
+                }
+            }
+            // Reap completions.
+            let n = s.tq.cq.poll(&mut wcs)?;
+            for c in &wcs[..n] {
+                check(c, &p.peer, p.op)?;
+                if c.wr_id & RECV_FLAG != 0 {
+                    first_recv.get_or_insert_with(Instant::now);
+                    s.received += 1;
+                    if c.imm_data == Some(STOP_IMM) {
+                        s.stopped = true;
+                    }
+                    s.tq.qp
+                        .post_recv(c.wr_id, &s.tq.mr, recv_offset..recv_offset + recv_len)?;
+                } else {
+                    s.completed = c.wr_id + 1;
+                }
+            }
+            if n > 0 {
+                last_activity = Instant::now();
+                last_done = last_activity;
+            }
+            if !(s.closed && s.completed == s.posted && s.stopped) {
+                all_done = false;
+            }
+        }
+        let sent: u64 = states.iter().map(|s| s.completed).sum();
+        let received: u64 = states.iter().map(|s| s.received).sum();
+        let messages = if p.send { sent } else { received };
+        if now_check {
+            let now = Instant::now();
+            let dt = now - window.0;
+            if dt >= PEAK_WINDOW {
+                let rate = (messages - window.1) as f64 * p.size as f64 / dt.as_secs_f64();
+                peak = peak.max(rate);
+                window = (now, messages);
+            }
+            progress.set(messages, messages * p.size as u64);
+            if now - last_activity > p.timeout {
+                let waiting = if p.send && states.iter().any(|s| s.completed < s.posted) {
+                    "completions of our operations"
+                } else {
+                    "the peer's messages"
+                };
+                bail!(
+                    "no progress for {} waiting for {waiting} from {} ({sent} sent, {received} \
+                     received so far; is the peer still running?)",
+                    humantime::format_duration(p.timeout),
+                    p.peer
+                );
+            }
+            if stop.load(Ordering::Relaxed) {
+                bail!("interrupted");
+            }
+        }
+        if all_done {
+            let elapsed_from = if p.send {
+                start
+            } else {
+                first_recv.unwrap_or(start)
+            };
+            let elapsed = last_done.saturating_duration_since(elapsed_from);
+            let bytes = messages * p.size as u64;
+            let avg = bytes as f64 / elapsed.as_secs_f64().max(1e-9);
+            progress.set(messages, bytes);
+            return Ok(BwOutcome {
+                messages,
+                bytes,
+                elapsed,
+                peak_bytes_per_sec: if peak > 0.0 { peak.max(avg) } else { avg },
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_are_bytes_over_time() {
+        let o = BwOutcome {
+            messages: 1000,
+            bytes: 1000 * 65536,
+            elapsed: Duration::from_millis(500),
+            peak_bytes_per_sec: 0.0,
+        };
+        assert_eq!(o.msg_rate(), 2000.0);
+        assert_eq!(o.avg_bytes_per_sec(), 131_072_000.0);
+    }
+
+    #[test]
+    fn one_sided_ops_need_a_peer_buffer() {
+        assert!(op_for(Op::Write, None, 64).is_err());
+        let m = RemoteMemory {
+            addr: 0x1000,
+            rkey: 7,
+            len: 32,
+        };
+        assert!(op_for(Op::Read, Some(m), 64).is_err(), "too small");
+        assert_eq!(
+            op_for(Op::Read, Some(m), 32).unwrap(),
+            SendOp::Read {
+                remote_addr: 0x1000,
+                rkey: 7
+            }
+        );
+        assert_eq!(op_for(Op::Send, None, 64).unwrap(), SendOp::Send);
+    }
+}

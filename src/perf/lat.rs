@@ -1,0 +1,284 @@
+//! The latency engine for one-sided operations. WRITE: each side RDMA-writes into the other's
+//! buffer and spins on the last byte changing (perftest's ib_write_lat); READ: the initiator
+//! reads and waits for the completion. SEND latency is the ping-pong engine (crate::pingpong).
+
+use super::Op;
+use crate::connect::endpoint::RemoteMemory;
+use crate::connect::test_qp::TestQp;
+use crate::stats::LatencyRecorder;
+use crate::verbs::{Completion, SendOp, SendRequest};
+use anyhow::{Result, anyhow, bail};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// The last-byte value that tells the responder the initiator's final write has come.
+const STOP_MARK: u8 = 255;
+
+/// What one latency run does.
+#[derive(Debug, Clone)]
+pub struct LatParams {
+    pub op: Op,
+    pub size: usize,
+    pub iterations: Option<u64>,
+    pub duration: Option<Duration>,
+    /// Send writes of up to this many bytes inline.
+    pub inline_max: usize,
+    pub timeout: Duration,
+    pub peer: String,
+}
+
+/// Which half of a latency exchange this side plays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LatRole {
+    Initiator,
+    Responder,
+}
+
+/// Samples of one side: full round trips for READ; for WRITE the initiator's round trips.
+pub struct LatOutcome {
+    pub latency: LatencyRecorder,
+    pub iterations: u64,
+    pub elapsed: Duration,
+}
+
+/// Bytes each side's buffer needs for a WRITE latency test: a source, then a landing zone.
+pub fn write_buffer_len(max_size: usize) -> usize {
+    2 * max_size
+}
+
+fn mark(i: u64) -> u8 {
+    (i % 254) as u8 + 1
+}
+
+fn reap(tq: &TestQp, peer: &str) -> Result<usize> {
+    let mut wcs = [Completion::default(); 8];
+    let n = tq.cq.poll(&mut wcs)?;
+    for c in &wcs[..n] {
+        if !c.status.is_success() {
+            bail!(
+                "an RDMA operation with {peer} completed with {}: {} (vendor error 0x{:x})",
+                c.status,
+                c.status.likely_cause(),
+                c.vendor_err
+            );
+        }
+    }
+    Ok(n)
+}
+
+/// WRITE latency, either side. The landing zone of `size` bytes starts at `max_size`.
+pub fn run_write(
+    tq: &mut TestQp,
+    role: LatRole,
+    remote: RemoteMemory,
+    max_size: usize,
+    p: &LatParams,
+    stop: &AtomicBool,
+) -> Result<LatOutcome> {
+    let size = p.size;
+    if remote.len < (max_size + size) as u64 {
+        bail!("the peer's buffer is too small for {size}-byte writes");
+    }
+    let inline = size <= p.inline_max.min(tq.qp.caps().max_inline_data as usize);
+    let landing = max_size + size - 1;
+    let total = p.iterations.unwrap_or(u64::MAX);
+    let run_until = p.duration.map(|d| Instant::now() + d);
+    let mut latency = LatencyRecorder::new();
+    let mut in_flight = 0u64;
+    let start = Instant::now();
+    let mut i = 0u64;
+    // Wait until the landing zone's last byte reads `want`, reaping our write completions.
+    let wait_for = |tq: &TestQp, want: u8, in_flight: &mut u64, i: u64| -> Result<()> {
+        let deadline = Instant::now() + p.timeout;
+        let mut spins = 0u32;
+        loop {
+            if tq.mr.read_volatile(landing) == Some(want) {
+                return Ok(());
+            }
+            spins = spins.wrapping_add(1);
+            if spins.is_multiple_of(256) {
+                *in_flight -= reap(tq, &p.peer)? as u64;
+                if Instant::now() > deadline {
+                    bail!(
+                        "timed out after {} waiting for the peer's RDMA WRITE of iteration {} \
+                         from {} (is the peer still running?)",
+                        humantime::format_duration(p.timeout),
+                        i + 1,
+                        p.peer
+                    );
+                }
+                if stop.load(Ordering::Relaxed) {
+                    bail!("interrupted");
+                }
+            }
+            std::hint::spin_loop();
+        }
+    };
+    loop {
+        let last = i + 1 >= total || run_until.is_some_and(|u| Instant::now() >= u);
+        let v = if last { STOP_MARK } else { mark(i) };
+        let t0 = Instant::now();
+        if role == LatRole::Responder {
+            // The responder learns "last" from the mark itself.
+            let want_any = |tq: &TestQp| tq.mr.read_volatile(landing);
+            let deadline = Instant::now() + p.timeout;
+            let mut seen;
+            loop {
+                seen = want_any(tq).unwrap_or(0);
+                if seen == mark(i) || seen == STOP_MARK {
+                    break;
+                }
+                in_flight -= reap(tq, &p.peer)? as u64;
+                if Instant::now() > deadline {
+                    bail!(
+                        "timed out after {} waiting for the peer's RDMA WRITE of iteration {} \
+                         from {} (is the peer still running?)",
+                        humantime::format_duration(p.timeout),
+                        i + 1,
+                        p.peer
+                    );
+                }
+                if stop.load(Ordering::Relaxed) {
+                    bail!("interrupted");
+                }
+            }
+            tq.mr.as_mut_slice()[size - 1] = seen;
+            post_write(tq, remote, max_size, size, inline)?;
+            in_flight += 1;
+            i += 1;
+            if seen == STOP_MARK || i >= total {
+                break;
+            }
+            continue;
+        }
+        tq.mr.as_mut_slice()[size - 1] = v;
+        post_write(tq, remote, max_size, size, inline)?;
+        in_flight += 1;
+        wait_for(tq, v, &mut in_flight, i)?;
+        latency.record(t0.elapsed());
+        i += 1;
+        if last {
+            break;
+        }
+    }
+    let deadline = Instant::now() + p.timeout;
+    while in_flight > 0 {
+        in_flight -= reap(tq, &p.peer)? as u64;
+        if Instant::now() > deadline {
+            bail!("our last RDMA WRITE to {} never completed", p.peer);
+        }
+    }
+    Ok(LatOutcome {
+        latency,
+        iterations: i,
+        elapsed: start.elapsed(),
+    })
+}
+
+fn post_write(
+    tq: &TestQp,
+    remote: RemoteMemory,
+    max_size: usize,
+    size: usize,
+    inline: bool,
+) -> Result<()> {
+    tq.qp.post_send(&SendRequest {
+        wr_id: 1,
+        op: SendOp::Write {
+            remote_addr: remote.addr + max_size as u64,
+            rkey: remote.rkey,
+        },
+        mr: &tq.mr,
+        range: 0..size,
+        signaled: true,
+        inline,
+        ud: None,
+    })?;
+    Ok(())
+}
+
+/// READ latency (initiator only; the responder's CPU takes no part): read `size` bytes of the
+/// peer's buffer into ours and time each completion.
+pub fn run_read(
+    tq: &TestQp,
+    remote: RemoteMemory,
+    p: &LatParams,
+    stop: &AtomicBool,
+) -> Result<LatOutcome> {
+    if remote.len < p.size as u64 {
+        bail!("the peer's buffer is too small for {}-byte reads", p.size);
+    }
+    let total = p.iterations.unwrap_or(u64::MAX);
+    let run_until = p.duration.map(|d| Instant::now() + d);
+    let mut latency = LatencyRecorder::new();
+    let mut wcs = [Completion::default(); 4];
+    let start = Instant::now();
+    let mut i = 0u64;
+    while i < total && run_until.is_none_or(|u| Instant::now() < u) {
+        let t0 = Instant::now();
+        tq.qp.post_send(&SendRequest {
+            wr_id: i,
+            op: SendOp::Read {
+                remote_addr: remote.addr,
+                rkey: remote.rkey,
+            },
+            mr: &tq.mr,
+            range: 0..p.size,
+            signaled: true,
+            inline: false,
+            ud: None,
+        })?;
+        let deadline = t0 + p.timeout;
+        let c = loop {
+            let n = tq.cq.poll(&mut wcs)?;
+            if n > 0 {
+                break wcs[0];
+            }
+            if Instant::now() > deadline {
+                return Err(anyhow!(
+                    "timed out after {} waiting for RDMA READ {} from {} (is the peer still \
+                     running and reachable?)",
+                    humantime::format_duration(p.timeout),
+                    i + 1,
+                    p.peer
+                ));
+            }
+            if stop.load(Ordering::Relaxed) {
+                bail!("interrupted");
+            }
+            std::hint::spin_loop();
+        };
+        if !c.status.is_success() {
+            bail!(
+                "RDMA READ {} from {} completed with {}: {}",
+                i + 1,
+                p.peer,
+                c.status,
+                c.status.likely_cause()
+            );
+        }
+        latency.record(t0.elapsed());
+        i += 1;
+    }
+    Ok(LatOutcome {
+        latency,
+        iterations: i,
+        elapsed: start.elapsed(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn marks_cycle_without_zero_or_stop() {
+        let marks: Vec<u8> = (0..600).map(mark).collect();
+        assert!(marks.iter().all(|&m| m != 0 && m != STOP_MARK));
+        assert!(
+            marks.windows(2).all(|w| w[0] != w[1]),
+            "each iteration differs"
+        );
+        assert_eq!(write_buffer_len(64), 128);
+    }
+}
