@@ -1,6 +1,7 @@
 //! The command line: every subcommand and flag, defined once for parsing, man pages and completions.
 
 use crate::connect::control::{DEFAULT_PORT, Transport};
+use crate::perf::Op;
 use crate::units::{parse_duration, parse_msg_size, parse_mtu};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::net::IpAddr;
@@ -31,6 +32,14 @@ pub enum Command {
     Ports(PortsArgs),
     /// SEND/RECV ping-pong round trips (like ibv_rc_pingpong): server without HOST, client with.
     Pingpong(PingpongArgs),
+    /// Bandwidth and message rate of SEND, RDMA WRITE or RDMA READ (like ib_*_bw).
+    Bw(BwArgs),
+    /// Latency of SEND, RDMA WRITE or RDMA READ, with percentiles (like ib_*_lat).
+    Lat(LatArgs),
+    /// Diagnose RDMA WRITE: write a patterned buffer into the peer and verify every byte.
+    Write(XferArgs),
+    /// Diagnose RDMA READ: read the peer's patterned buffer and verify every byte.
+    Read(XferArgs),
 }
 
 impl Command {
@@ -184,6 +193,145 @@ pub struct PortsArgs {
     /// are highlighted.
     #[arg(long)]
     pub counters: bool,
+
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// Bandwidth units for tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Units {
+    /// Gigabits per second (10^9 bits).
+    Gbit,
+    /// Mebibytes per second (2^20 bytes), as perftest prints by default.
+    Mib,
+}
+
+/// What bw and lat share: the operation, transport, sizes, and how long to run.
+#[derive(Debug, Args)]
+pub struct PerfCommon {
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+
+    /// The operation to measure.
+    #[arg(long = "op", value_enum, default_value = "write")]
+    pub op: Op,
+
+    /// Transport: RC, UC (SEND and WRITE) or UD (SEND only).
+    #[arg(
+        short = 'c',
+        long = "connection",
+        value_enum,
+        default_value = "RC",
+        ignore_case = true
+    )]
+    pub transport: Transport,
+
+    /// Message size; K, M and G are binary (64K = 65536). Default: 64K for bw, 2 for lat.
+    #[arg(short = 's', long = "size", value_name = "SIZE", value_parser = parse_msg_size,
+          conflicts_with_all = ["all", "sizes"])]
+    pub size: Option<u32>,
+
+    /// Sweep sizes 2 B to 8 MiB in powers of two.
+    #[arg(short = 'a', long = "all", conflicts_with = "duration")]
+    pub all: bool,
+
+    /// Run these sizes, in order (comma-separated, e.g. 64,4K,64K).
+    #[arg(long = "sizes", value_name = "LIST", value_delimiter = ',', value_parser = parse_msg_size)]
+    pub sizes: Vec<u32>,
+
+    /// Operations per size (per QP). Default: 5000 for bw WRITE, else 1000.
+    #[arg(short = 'n', long = "iters", value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000_000_000),
+          conflicts_with = "duration")]
+    pub iterations: Option<u64>,
+
+    /// Run each size for this long instead of a number of operations (e.g. 10s).
+    #[arg(short = 'D', long = "duration", value_name = "DURATION", value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+
+    /// Send messages up to this size inline (0: never). Default: 0 for bw, 236 for lat.
+    #[arg(short = 'I', long = "inline", value_name = "BYTES",
+          value_parser = clap::value_parser!(u32).range(0..=1_048_576))]
+    pub inline: Option<u32>,
+
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct BwArgs {
+    #[command(flatten)]
+    pub common: PerfCommon,
+
+    /// Queue pairs to spread the operations over.
+    #[arg(short = 'q', long = "qps", value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub qps: u32,
+
+    /// Operations in flight per QP.
+    #[arg(short = 't', long = "tx-depth", value_name = "N", default_value_t = 128,
+          value_parser = clap::value_parser!(u32).range(1..=32768))]
+    pub tx_depth: u32,
+
+    /// Request a completion every N operations.
+    #[arg(short = 'Q', long = "cq-mod", value_name = "N", default_value_t = 100,
+          value_parser = clap::value_parser!(u32).range(1..=32768))]
+    pub cq_mod: u32,
+
+    /// Post this many operations per ibv_post_send call.
+    #[arg(short = 'l', long = "post-list", value_name = "N", default_value_t = 16,
+          value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub post_list: u32,
+
+    /// Measure both directions at once.
+    #[arg(short = 'b', long = "bidirectional")]
+    pub bidirectional: bool,
+
+    /// Units of the bandwidth columns.
+    #[arg(long, value_enum, default_value = "gbit")]
+    pub units: Units,
+
+    /// Health check: exit 3 unless every size averages at least this rate (e.g. 90Gb/s,
+    /// 5000MiB/s).
+    #[arg(long = "expect-bw", value_name = "RATE", value_parser = crate::units::parse_rate)]
+    pub expect_bw: Option<f64>,
+}
+
+#[derive(Debug, Args)]
+pub struct LatArgs {
+    #[command(flatten)]
+    pub common: PerfCommon,
+
+    /// Draw the latency distribution.
+    #[arg(long)]
+    pub histogram: bool,
+
+    /// Health check: exit 3 unless the latency (median, or --expect-percentile) is at most
+    /// this (e.g. 5us).
+    #[arg(long = "expect-lat", value_name = "DURATION", value_parser = parse_duration)]
+    pub expect_lat: Option<Duration>,
+
+    /// Which percentile --expect-lat applies to: 50, 90, 99, 99.9 or 99.99.
+    #[arg(long = "expect-percentile", value_name = "P", default_value = "50",
+          value_parser = crate::units::parse_percentile, requires = "expect_lat")]
+    pub expect_percentile: f64,
+}
+
+#[derive(Debug, Args)]
+pub struct XferArgs {
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+
+    /// Buffer size; K, M and G are binary.
+    #[arg(short = 's', long = "size", value_name = "SIZE", default_value = "64K",
+          value_parser = parse_msg_size)]
+    pub size: u32,
+
+    /// How many times to move the buffer.
+    #[arg(short = 'n', long = "iters", value_name = "N", default_value_t = 100,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
+    pub iterations: u64,
 
     #[command(flatten)]
     pub output: OutputArgs,

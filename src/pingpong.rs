@@ -15,6 +15,8 @@ const SEND_ID: u64 = u64::MAX;
 #[derive(Debug, Clone)]
 pub struct PingpongParams {
     pub size: usize,
+    /// Length of the receive area (at least `size`; larger when one QP serves a size sweep).
+    pub recv_size: usize,
     pub iterations: u64,
     pub rx_depth: u32,
     pub events: bool,
@@ -50,21 +52,22 @@ fn slot_len(transport: Transport, size: usize) -> usize {
     }
 }
 
-/// Size of the registered buffer: a send area, then one receive area that every posted
-/// receive shares (as ibv_rc_pingpong does: the data is not inspected, and one small buffer
-/// keeps the memory the device touches per round trip to a few pages).
+/// Size of the registered buffer: a send area of `size`, then one receive area (at offset
+/// `size`) that every posted receive shares, as ibv_rc_pingpong does: the data is not
+/// inspected, and one small buffer keeps the memory touched per round trip to a few pages.
 pub fn buffer_len(transport: Transport, size: usize, _rx_depth: u32) -> usize {
     size + slot_len(transport, size)
 }
 
-fn slot(tq: &TestQp, size: usize, _i: u64) -> Range<usize> {
-    size..size + slot_len(tq.transport, size)
+fn slot(tq: &TestQp, p: &PingpongParams) -> Range<usize> {
+    let at = p.recv_size;
+    at..at + slot_len(tq.transport, p.recv_size)
 }
 
 /// Post the initial receives; do this before telling the peer we are ready.
 pub fn post_receives(tq: &TestQp, p: &PingpongParams) -> Result<()> {
     for i in 0..p.rx_depth as u64 {
-        tq.qp.post_recv(i, &tq.mr, slot(tq, p.size, i))?;
+        tq.qp.post_recv(i, &tq.mr, slot(tq, p))?;
     }
     Ok(())
 }
@@ -269,8 +272,7 @@ pub fn run(
             }
         }
         // Replace the consumed receive after the reply is on its way (off the critical path).
-        tq.qp
-            .post_recv(got.wr_id, &tq.mr, slot(tq, p.size, got.wr_id))?;
+        tq.qp.post_recv(got.wr_id, &tq.mr, slot(tq, p))?;
         rounds = i + 1;
         if last {
             break;

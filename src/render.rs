@@ -2,6 +2,7 @@
 
 use crate::connect::endpoint::Endpoint;
 use crate::inventory::{DeviceInfo, PortInfo, PortsReport};
+use crate::session::perf::PerfReport;
 use crate::session::pingpong::PingpongReport;
 use crate::sysfs::is_error_counter;
 use comfy_table::presets::{NOTHING, UTF8_FULL_CONDENSED};
@@ -350,6 +351,162 @@ pub fn pingpong_text(r: &PingpongReport, style: Style) -> String {
         "  {} round trips in {:.3} s: {:.0} round trips/s, {:.2} Mb/s\n",
         r.iterations, r.elapsed_s, r.round_trips_per_sec, r.bandwidth_mbps
     ));
+    out
+}
+
+fn perf_header(r: &PerfReport) -> String {
+    let what = if r.test == r.op.to_string() {
+        format!("RDMA {} diagnostic", r.test.to_uppercase())
+    } else {
+        format!("{} {}", r.test, r.op)
+    };
+    let mut out = format!(
+        "{} {}{}, {} QP(s), path MTU {}{}\n",
+        what,
+        r.transport,
+        if r.bidirectional {
+            " bidirectional"
+        } else {
+            ""
+        },
+        r.qps,
+        r.path_mtu,
+        r.duration_s
+            .map(|d| format!(", {d} s per size"))
+            .unwrap_or_default()
+    );
+    out.push_str(&format!("  local   {}\n", endpoint_text(&r.local)));
+    out.push_str(&format!("  remote  {}\n", endpoint_text(&r.remote)));
+    out
+}
+
+/// `rdmadiag bw`: one row per size.
+pub fn bw_text(r: &PerfReport, units: crate::cli::Units, style: Style) -> String {
+    let label = crate::commands::perf::units_label(units);
+    let conv = |gbps: f64| match units {
+        crate::cli::Units::Gbit => gbps,
+        crate::cli::Units::Mib => gbps * 1e9 / 8.0 / 1048576.0,
+    };
+    let peer_col = r.bw.iter().any(|b| b.peer.is_some());
+    let peak = format!("BW peak [{label}]");
+    let avg = format!("BW average [{label}]");
+    let peer_avg = format!("peer avg [{label}]");
+    let mut head = vec!["#bytes", "#iterations", &peak, &avg, "MsgRate [Mpps]"];
+    if peer_col {
+        head.push(&peer_avg);
+    }
+    let mut t = style.table(&head);
+    for b in &r.bw {
+        let mut row = vec![
+            Cell::new(b.size),
+            Cell::new(b.iterations),
+            Cell::new(format!("{:.2}", conv(b.bw_peak_gbps))),
+            Cell::new(format!("{:.2}", conv(b.bw_avg_gbps))),
+            Cell::new(format!("{:.6}", b.msg_rate_mpps)),
+        ];
+        if peer_col {
+            row.push(Cell::new(b.peer.as_ref().map_or("-".to_string(), |p| {
+                format!("{:.2}", conv(p.bw_avg_gbps))
+            })));
+        }
+        t.add_row(row);
+    }
+    let mut out = perf_header(r);
+    out.push_str(&finish(&t));
+    out
+}
+
+fn histogram_text(l: &crate::session::perf::LatResult) -> String {
+    let max = l
+        .histogram
+        .iter()
+        .map(|b| b.count)
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let mut out = format!("  distribution of {} B (us):\n", l.size);
+    for b in &l.histogram {
+        let bar = "#".repeat(((b.count * 50).div_ceil(max)) as usize);
+        out.push_str(&format!("  <= {:>10.2} {:>9} {bar}\n", b.le_us, b.count));
+    }
+    out
+}
+
+/// `rdmadiag lat`: one row per size, every statistic from every sample.
+pub fn lat_text(r: &PerfReport, histogram: bool, style: Style) -> String {
+    let mut t = style.table(&[
+        "#bytes",
+        "#iterations",
+        "min",
+        "median",
+        "avg",
+        "stdev",
+        "p90",
+        "p99",
+        "p99.9",
+        "p99.99",
+        "max",
+    ]);
+    let f = |v: f64| Cell::new(format!("{v:.2}"));
+    for l in &r.lat {
+        let s = &l.latency;
+        t.add_row(vec![
+            Cell::new(l.size),
+            Cell::new(l.iterations),
+            f(s.min_us),
+            f(s.median_us),
+            f(s.avg_us),
+            f(s.stdev_us),
+            f(s.p90_us),
+            f(s.p99_us),
+            f(s.p999_us),
+            f(s.p9999_us),
+            f(s.max_us),
+        ]);
+    }
+    let mut out = perf_header(r);
+    out.push_str(&format!(
+        "  latency in us, each sample a {}\n",
+        r.latency_measure.as_deref().unwrap_or("round trip")
+    ));
+    out.push_str(&finish(&t));
+    if histogram {
+        for l in &r.lat {
+            out.push_str(&histogram_text(l));
+        }
+    }
+    out
+}
+
+/// `rdmadiag write` / `read`: what moved, how fast, and whether every byte arrived.
+pub fn xfer_text(r: &PerfReport, style: Style) -> String {
+    let mut t = style.table(&[
+        "#bytes",
+        "#iterations",
+        "verified",
+        "min us",
+        "median us",
+        "max us",
+        "Gb/s",
+    ]);
+    for l in &r.lat {
+        let ok = match (l.verified, &l.mismatch) {
+            (_, Some(m)) => style.alert(m.to_string()),
+            (Some(true), None) => Cell::new("every byte"),
+            _ => Cell::new("-"),
+        };
+        t.add_row(vec![
+            Cell::new(l.size),
+            Cell::new(l.iterations),
+            ok,
+            Cell::new(format!("{:.2}", l.latency.min_us)),
+            Cell::new(format!("{:.2}", l.latency.median_us)),
+            Cell::new(format!("{:.2}", l.latency.max_us)),
+            Cell::new(format!("{:.3}", l.bw_avg_gbps.unwrap_or(0.0))),
+        ]);
+    }
+    let mut out = perf_header(r);
+    out.push_str(&finish(&t));
     out
 }
 

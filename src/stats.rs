@@ -64,6 +64,38 @@ impl LatencyRecorder {
     }
 }
 
+/// One bar of a latency histogram: samples at most `le_us` (and above the previous bar).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Bucket {
+    pub le_us: f64,
+    pub count: u64,
+}
+
+impl LatencyRecorder {
+    /// `n` equal-width bars from the minimum to the 99.9th percentile; the last bar also holds
+    /// everything above it.
+    pub fn buckets(&self, n: usize, scale: f64) -> Vec<Bucket> {
+        if self.hist.is_empty() || n == 0 {
+            return Vec::new();
+        }
+        let lo = self.hist.min();
+        let hi = self.hist.value_at_quantile(0.999).max(lo + 1);
+        let width = ((hi - lo) as f64 / n as f64).max(1.0);
+        let mut out: Vec<Bucket> = (1..=n)
+            .map(|i| Bucket {
+                le_us: (lo as f64 + width * i as f64) / 1000.0 / scale,
+                count: 0,
+            })
+            .collect();
+        for v in self.hist.iter_recorded() {
+            let x = v.value_iterated_to();
+            let i = (((x.saturating_sub(lo)) as f64 / width) as usize).min(n - 1);
+            out[i].count += v.count_at_value();
+        }
+        out
+    }
+}
+
 /// Latency summary in microseconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct LatencyStats {
@@ -101,5 +133,9 @@ mod tests {
         let half = r.stats(2.0);
         assert!(close(half.median_us, 250.0), "{half:?}");
         assert_eq!(LatencyRecorder::new().stats(1.0).samples, 0);
+        let b = r.buckets(10, 1.0);
+        assert_eq!(b.len(), 10);
+        assert_eq!(b.iter().map(|b| b.count).sum::<u64>(), 1000);
+        assert!(b.windows(2).all(|w| w[0].le_us < w[1].le_us));
     }
 }

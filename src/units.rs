@@ -55,6 +55,54 @@ pub fn parse_mtu(s: &str) -> Result<u32, String> {
     }
 }
 
+/// A data rate in bits per second: 90Gb/s, 90Gbps, 100G (bits), 5000MiB/s, 12.5GB/s (bytes).
+pub fn parse_rate(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("'{s}' is not a rate (examples: 90Gb/s, 5000MiB/s)"))?;
+    if !(n.is_finite() && n > 0.0) {
+        return Err("a rate must be greater than zero".into());
+    }
+    let unit = unit.trim().trim_end_matches("/s").trim_end_matches("ps");
+    let mult = match unit {
+        "" | "b" => 1.0,
+        "K" | "k" | "Kb" | "kb" => 1e3,
+        "M" | "Mb" => 1e6,
+        "G" | "Gb" => 1e9,
+        "T" | "Tb" => 1e12,
+        "B" => 8.0,
+        "KB" | "kB" => 8e3,
+        "MB" => 8e6,
+        "GB" => 8e9,
+        "KiB" => 8.0 * 1024.0,
+        "MiB" => 8.0 * 1024.0 * 1024.0,
+        "GiB" => 8.0 * 1024.0 * 1024.0 * 1024.0,
+        _ => {
+            return Err(format!(
+                "'{s}': unknown unit (use Gb/s, Mb/s for bits; GB/s, MiB/s for bytes)"
+            ));
+        }
+    };
+    Ok(n * mult)
+}
+
+/// A latency percentile: 50, 90, 99, 99.9 or 99.99.
+pub fn parse_percentile(s: &str) -> Result<f64, String> {
+    match s.trim().trim_end_matches('%') {
+        "50" | "median" => Ok(50.0),
+        "90" => Ok(90.0),
+        "99" => Ok(99.0),
+        "99.9" => Ok(99.9),
+        "99.99" => Ok(99.99),
+        _ => Err(format!("'{s}' is not one of 50, 90, 99, 99.9, 99.99")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -92,5 +140,20 @@ mod tests {
         assert_eq!(parse_mtu("4K"), Ok(4096));
         assert_eq!(parse_mtu("1024"), Ok(1024));
         assert!(parse_mtu("1500").is_err());
+    }
+
+    #[test]
+    fn rates_in_bits_or_bytes() {
+        assert_eq!(parse_rate("90Gb/s"), Ok(90e9));
+        assert_eq!(parse_rate("90Gbps"), Ok(90e9));
+        assert_eq!(parse_rate("100G"), Ok(100e9));
+        assert_eq!(parse_rate("12.5GB/s"), Ok(100e9));
+        assert_eq!(parse_rate("1MiB/s"), Ok(8.0 * 1048576.0));
+        for bad in ["", "0Gb/s", "fast", "10 furlongs", "-5Gb/s"] {
+            assert!(parse_rate(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(parse_percentile("99.9"), Ok(99.9));
+        assert_eq!(parse_percentile("50"), Ok(50.0));
+        assert!(parse_percentile("75").is_err());
     }
 }

@@ -48,6 +48,7 @@ pub fn run(args: &PingpongArgs) -> Result<u8> {
         events: args.events,
         mtu: opts.mtu,
         cm: opts.cm,
+        perf: None,
     };
     pingpong::validate(&spec).map_err(UsageError)?;
     if opts.cm && spec.transport != crate::connect::control::Transport::Rc {

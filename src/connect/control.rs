@@ -51,6 +51,27 @@ pub struct TestSpec {
     pub mtu: Option<u32>,
     /// Connect the QPs through rdma_cm.
     pub cm: bool,
+    /// The parameters of bw, lat, write and read tests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub perf: Option<PerfSpec>,
+}
+
+/// What a bw/lat/write/read test runs (sent by the client; the server needs no flags).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PerfSpec {
+    pub op: crate::perf::Op,
+    /// One round per size, in order.
+    pub sizes: Vec<u32>,
+    /// Operations per QP and size; None in duration mode.
+    pub iterations: Option<u64>,
+    pub duration_ms: Option<u64>,
+    pub qps: u32,
+    pub tx_depth: u32,
+    pub cq_mod: u32,
+    pub post_list: u32,
+    /// Send messages up to this size inline.
+    pub inline: u32,
+    pub bidirectional: bool,
 }
 
 /// One control message.
@@ -69,6 +90,21 @@ pub enum Message {
     Finished { summary: Option<serde_json::Value> },
     /// Either side: something failed; the peer should stop.
     Error { message: String },
+    /// Client → server: a bw/lat/write/read test over these QPs.
+    PerfRequest {
+        spec: TestSpec,
+        endpoints: Vec<Endpoint>,
+    },
+    /// Server → client: my QPs (one per client QP), connected and ready.
+    PerfAccept { endpoints: Vec<Endpoint> },
+    /// Client → server: run the next round, with messages of `size` bytes.
+    Round { size: u32 },
+    /// Server → client: ready for the round.
+    RoundReady,
+    /// Either side: the round is over; what this side measured.
+    RoundDone { summary: serde_json::Value },
+    /// Client → server during a round: still alive (one-sided tests leave the server idle).
+    Progress,
 }
 
 impl Message {
@@ -80,6 +116,12 @@ impl Message {
             Message::Refuse { .. } => "refuse",
             Message::Finished { .. } => "finished",
             Message::Error { .. } => "error",
+            Message::PerfRequest { .. } => "perf request",
+            Message::PerfAccept { .. } => "perf accept",
+            Message::Round { .. } => "round",
+            Message::RoundReady => "round ready",
+            Message::RoundDone { .. } => "round done",
+            Message::Progress => "progress",
         }
     }
 }
@@ -236,6 +278,23 @@ impl ControlChannel {
         }
     }
 
+    /// Receive the next message that is not a heartbeat, allowing `timeout` of silence between
+    /// messages (a busy peer keeps the channel alive with Progress).
+    pub fn recv_patient(&mut self, what: &str) -> Result<Message> {
+        loop {
+            match self.recv(what)? {
+                Message::Progress => continue,
+                m => return Ok(m),
+            }
+        }
+    }
+
+    /// A second handle on the socket for a heartbeat thread; frames from the two handles must
+    /// not overlap in time.
+    pub fn heartbeat_handle(&self) -> Result<TcpStream> {
+        Ok(self.stream.try_clone()?)
+    }
+
     pub fn send(&mut self, msg: &Message) -> Result<()> {
         let frame = encode(msg)?;
         self.write_all_by(&frame, msg.name())
@@ -271,6 +330,7 @@ mod tests {
             events: false,
             mtu: None,
             cm: false,
+            perf: None,
         }
     }
 

@@ -37,6 +37,7 @@ pub struct RemoteMemory {
 }
 
 /// The local port a test runs on, with the GID chosen for it.
+#[derive(Clone)]
 pub struct LocalPort {
     pub ctx: Arc<Context>,
     pub port: u8,

@@ -97,7 +97,7 @@ pub fn run_write(
             }
             spins = spins.wrapping_add(1);
             if spins.is_multiple_of(256) {
-                *in_flight -= reap(tq, &p.peer)? as u64;
+                *in_flight = in_flight.saturating_sub(reap(tq, &p.peer)? as u64);
                 if Instant::now() > deadline {
                     bail!(
                         "timed out after {} waiting for the peer's RDMA WRITE of iteration {} \
@@ -128,7 +128,7 @@ pub fn run_write(
                 if seen == mark(i) || seen == STOP_MARK {
                     break;
                 }
-                in_flight -= reap(tq, &p.peer)? as u64;
+                in_flight = in_flight.saturating_sub(reap(tq, &p.peer)? as u64);
                 if Instant::now() > deadline {
                     bail!(
                         "timed out after {} waiting for the peer's RDMA WRITE of iteration {} \
@@ -142,6 +142,7 @@ pub fn run_write(
                     bail!("interrupted");
                 }
             }
+            drain(tq, &mut in_flight, p)?;
             tq.mr.as_mut_slice()[size - 1] = seen;
             post_write(tq, remote, max_size, size, inline)?;
             in_flight += 1;
@@ -156,23 +157,35 @@ pub fn run_write(
         in_flight += 1;
         wait_for(tq, v, &mut in_flight, i)?;
         latency.record(t0.elapsed());
+        // Off the clock: take our write's completion before the next one is posted.
+        drain(tq, &mut in_flight, p)?;
         i += 1;
         if last {
             break;
         }
     }
-    let deadline = Instant::now() + p.timeout;
-    while in_flight > 0 {
-        in_flight -= reap(tq, &p.peer)? as u64;
-        if Instant::now() > deadline {
-            bail!("our last RDMA WRITE to {} never completed", p.peer);
-        }
-    }
+    drain(tq, &mut in_flight, p)?;
     Ok(LatOutcome {
         latency,
         iterations: i,
         elapsed: start.elapsed(),
     })
+}
+
+/// Reap our earlier writes until none is in flight (the send queue holds one at a time).
+fn drain(tq: &TestQp, in_flight: &mut u64, p: &LatParams) -> Result<()> {
+    let deadline = Instant::now() + p.timeout;
+    while *in_flight > 0 {
+        *in_flight = in_flight.saturating_sub(reap(tq, &p.peer)? as u64);
+        if *in_flight > 0 && Instant::now() > deadline {
+            bail!(
+                "our RDMA WRITE to {} did not complete within {}",
+                p.peer,
+                humantime::format_duration(p.timeout)
+            );
+        }
+    }
+    Ok(())
 }
 
 fn post_write(
@@ -197,17 +210,37 @@ fn post_write(
     Ok(())
 }
 
-/// READ latency (initiator only; the responder's CPU takes no part): read `size` bytes of the
-/// peer's buffer into ours and time each completion.
-pub fn run_read(
+/// One-sided operations one at a time, each timed to its completion (the responder's CPU takes
+/// no part): READ latency, and the WRITE/READ diagnostics. Bytes `0..size` of our buffer are
+/// the source (WRITE) or sink (READ); the peer's buffer starts at `remote.addr`.
+pub fn run_serial(
     tq: &TestQp,
     remote: RemoteMemory,
     p: &LatParams,
     stop: &AtomicBool,
 ) -> Result<LatOutcome> {
     if remote.len < p.size as u64 {
-        bail!("the peer's buffer is too small for {}-byte reads", p.size);
+        bail!(
+            "the peer's buffer is too small for {}-byte operations",
+            p.size
+        );
     }
+    let (op, name) = match p.op {
+        Op::Write => (
+            SendOp::Write {
+                remote_addr: remote.addr,
+                rkey: remote.rkey,
+            },
+            "RDMA WRITE",
+        ),
+        _ => (
+            SendOp::Read {
+                remote_addr: remote.addr,
+                rkey: remote.rkey,
+            },
+            "RDMA READ",
+        ),
+    };
     let total = p.iterations.unwrap_or(u64::MAX);
     let run_until = p.duration.map(|d| Instant::now() + d);
     let mut latency = LatencyRecorder::new();
@@ -218,10 +251,7 @@ pub fn run_read(
         let t0 = Instant::now();
         tq.qp.post_send(&SendRequest {
             wr_id: i,
-            op: SendOp::Read {
-                remote_addr: remote.addr,
-                rkey: remote.rkey,
-            },
+            op,
             mr: &tq.mr,
             range: 0..p.size,
             signaled: true,
@@ -236,7 +266,7 @@ pub fn run_read(
             }
             if Instant::now() > deadline {
                 return Err(anyhow!(
-                    "timed out after {} waiting for RDMA READ {} from {} (is the peer still \
+                    "timed out after {} waiting for {name} {} with {} (is the peer still \
                      running and reachable?)",
                     humantime::format_duration(p.timeout),
                     i + 1,
@@ -250,7 +280,7 @@ pub fn run_read(
         };
         if !c.status.is_success() {
             bail!(
-                "RDMA READ {} from {} completed with {}: {}",
+                "{name} {} with {} completed with {}: {}",
                 i + 1,
                 p.peer,
                 c.status,

@@ -1,5 +1,6 @@
 //! Roles every test subcommand shares: client, one-shot or persistent server, and loopback.
 
+pub mod perf;
 pub mod pingpong;
 
 use crate::connect::control::{ControlChannel, Message};
@@ -121,8 +122,12 @@ pub fn serve_client(stream: TcpStream, opts: &SessionOptions) -> Result<serde_js
     let peer = ch.peer().to_string();
     let software = ch.greet()?;
     status(opts, &format!("client {peer} ({software}) connected"));
-    let Message::Request { spec, endpoint } = ch.recv("the test request")? else {
-        bail!("{peer} did not send a test request");
+    let (spec, endpoint) = match ch.recv("the test request")? {
+        Message::Request { spec, endpoint } => (spec, endpoint),
+        Message::PerfRequest { spec, endpoints } => {
+            return perf::serve(&mut ch, opts, &spec, &endpoints);
+        }
+        _ => bail!("{peer} did not send a test request"),
     };
     match spec.test.as_str() {
         "pingpong" => pingpong::serve(&mut ch, opts, &spec, &endpoint),

@@ -75,6 +75,7 @@ fn shape(spec: &TestSpec) -> QpShape {
 fn params(spec: &TestSpec, opts: &SessionOptions, peer: &str) -> PingpongParams {
     PingpongParams {
         size: spec.size as usize,
+        recv_size: spec.size as usize,
         iterations: spec.iterations,
         rx_depth: spec.rx_depth,
         events: spec.events,

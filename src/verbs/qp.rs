@@ -370,8 +370,23 @@ impl QueuePair {
         VerbsError::check("ibv_post_recv", format!("QP 0x{:06x}", self.qp_num()), rc)
     }
 
+    fn ud_without_dest(&self) -> VerbsError {
+        VerbsError::new(
+            "ibv_post_send",
+            format!(
+                "UD QP 0x{:06x}: a send needs the destination's address handle",
+                self.qp_num()
+            ),
+            libc::EINVAL,
+        )
+    }
+
     /// Post one send-queue work request.
     pub fn post_send(&self, req: &SendRequest<'_>) -> Result<(), VerbsError> {
+        // A UD send without an address handle would make the provider follow a null pointer.
+        if self.qp_type == QpType::Ud && req.ud.is_none() {
+            return Err(self.ud_without_dest());
+        }
         // SAFETY: ibv_send_wr/ibv_sge are plain data; all-zero is valid.
         let mut wr: ibv_send_wr = unsafe { mem::zeroed() };
         // SAFETY: as above.
@@ -390,6 +405,9 @@ impl QueuePair {
         let n = n.min(list.len);
         if n == 0 {
             return Ok(());
+        }
+        if self.qp_type == QpType::Ud && list.ud_missing[..n].iter().any(|&m| m) {
+            return Err(self.ud_without_dest());
         }
         for i in 0..n {
             let sge: *mut ibv_sge = &mut list.sges[i];
@@ -470,6 +488,8 @@ fn fill_send_wr(
 pub struct SendList<'a> {
     wrs: Box<[ibv_send_wr]>,
     sges: Box<[ibv_sge]>,
+    /// Slots filled without a UD destination (refused on UD QPs).
+    ud_missing: Box<[bool]>,
     len: usize,
     _borrows: std::marker::PhantomData<&'a MemoryRegion>,
 }
@@ -487,6 +507,7 @@ impl<'a> SendList<'a> {
             wrs: (0..capacity).map(|_| unsafe { mem::zeroed() }).collect(),
             // SAFETY: as above.
             sges: (0..capacity).map(|_| unsafe { mem::zeroed() }).collect(),
+            ud_missing: vec![true; capacity].into_boxed_slice(),
             len: 0,
             _borrows: std::marker::PhantomData,
         }
@@ -506,6 +527,7 @@ impl<'a> SendList<'a> {
             ));
         }
         fill_send_wr(req, &mut self.wrs[i], &mut self.sges[i])?;
+        self.ud_missing[i] = req.ud.is_none();
         self.len = self.len.max(i + 1);
         Ok(())
     }
