@@ -7,6 +7,7 @@ pub mod commands;
 pub mod connect;
 pub mod exit;
 pub mod inventory;
+pub mod manual;
 pub mod output;
 pub mod perf;
 pub mod pingpong;

@@ -1,0 +1,181 @@
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_rdmadiag_global_optspecs
+    string join \n h/help V/version
+end
+
+function __fish_rdmadiag_needs_command
+    # Figure out if the current invocation already has a command.
+    set -l cmd (commandline -opc)
+    set -e cmd[1]
+    argparse -s (__fish_rdmadiag_global_optspecs) -- $cmd 2>/dev/null
+    or return
+    if set -q argv[1]
+        # Also print the command, so this can be used to figure out what it is.
+        echo $argv[1]
+        return 1
+    end
+    return 0
+end
+
+function __fish_rdmadiag_using_subcommand
+    set -l cmd (__fish_rdmadiag_needs_command)
+    test -z "$cmd"
+    and return 1
+    contains -- $cmd[1] $argv
+end
+
+complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -s h -l help -d 'Print help'
+complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -s V -l version -d 'Print version'
+complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "devices" -d 'List RDMA devices: GUID, type, firmware, vendor, ports and their state'
+complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "ports" -d 'Show ports: state, link layer, MTU, speed, netdev and the GID table with types and IPs'
+complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "pingpong" -d 'SEND/RECV ping-pong round trips (like ibv_rc_pingpong): server without HOST, client with'
+complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "bw" -d 'Bandwidth and message rate of SEND, RDMA WRITE or RDMA READ (like ib_*_bw)'
+complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "lat" -d 'Latency of SEND, RDMA WRITE or RDMA READ, with percentiles (like ib_*_lat)'
+complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "write" -d 'Diagnose RDMA WRITE: write a patterned buffer into the peer and verify every byte'
+complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "read" -d 'Diagnose RDMA READ: read the peer\'s patterned buffer and verify every byte'
+complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand devices" -s d -l device -d 'Show only this device (e.g. mlx5_0, rxe0)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand devices" -l json -d 'Print one JSON document instead of tables (schema: docs/json.md)'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand devices" -s h -l help -d 'Print help'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand devices" -s V -l version -d 'Print version'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand ports" -s d -l device -d 'Show only this device (e.g. mlx5_0, rxe0)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand ports" -s p -l port -d 'Show only this port (1-based, as ibv_devinfo numbers them)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand ports" -s v -l verbose -d 'Add device limits and port details (at least what `ibv_devinfo -v` shows)'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand ports" -l counters -d 'Add the port counters from sysfs (counters/ and hw_counters/); non-zero error counters are highlighted'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand ports" -l json -d 'Print one JSON document instead of tables (schema: docs/json.md)'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand ports" -s h -l help -d 'Print help'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand ports" -s V -l version -d 'Print version'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -s p -l port -d 'TCP port of the control connection' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l bind -d 'Server: listen on this address only' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -s d -l device -d 'Use this RDMA device (default: the one carrying the IP that reaches the peer)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -s i -l ib-port -d 'Use this port of the device (1-based)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -s x -l gid-index -d 'Use this GID index (default on RoCE: the RoCE v2 GID of the IP that reaches the peer)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l mtu -d 'Path MTU in bytes (default: the smaller active MTU of the two ports)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l timeout -d 'Longest wait for anything from the peer (connect, each message, each completion)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l wait -d 'Server: how long to wait for a client before giving up (not with --persist)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l compat -d 'Speak another tool\'s protocol instead of rdmadiag\'s' -r -f -a "ibv\t'rdma-core\'s ibv_rc_pingpong / ibv_ud_pingpong exchange (the peer then needs -g IDX)'"
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -s c -l connection -d 'Transport: reliable (RC), unreliable connected (UC) or unreliable datagram (UD)' -r -f -a "RC\t''
+UC\t''
+UD\t''"
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -s s -l size -d 'Message size in bytes; K, M and G are binary (4K = 4096)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -s n -l iters -d 'Number of round trips' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l rx-depth -d 'Receives kept posted' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l persist -d 'Server: keep serving, one client after another, whatever test each asks for'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l loopback -d 'Run both ends in this process on one device: a self-test needing no peer'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l cm -d 'Connect the queue pairs through rdma_cm (librdmacm) instead of exchanging them by hand'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -s v -l verbose -d 'Print the device, port, GID and MTU used on both ends (on stderr)'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -s e -l events -d 'Sleep on completion events instead of busy polling'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l json -d 'Print one JSON document instead of tables (schema: docs/json.md)'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -s V -l version -d 'Print version'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s p -l port -d 'TCP port of the control connection' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l bind -d 'Server: listen on this address only' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s d -l device -d 'Use this RDMA device (default: the one carrying the IP that reaches the peer)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s i -l ib-port -d 'Use this port of the device (1-based)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s x -l gid-index -d 'Use this GID index (default on RoCE: the RoCE v2 GID of the IP that reaches the peer)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l mtu -d 'Path MTU in bytes (default: the smaller active MTU of the two ports)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l timeout -d 'Longest wait for anything from the peer (connect, each message, each completion)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l wait -d 'Server: how long to wait for a client before giving up (not with --persist)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l compat -d 'Speak another tool\'s protocol instead of rdmadiag\'s' -r -f -a "ibv\t'rdma-core\'s ibv_rc_pingpong / ibv_ud_pingpong exchange (the peer then needs -g IDX)'"
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l op -d 'The operation to measure' -r -f -a "send\t''
+write\t''
+read\t''"
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s c -l connection -d 'Transport: RC, UC (SEND and WRITE) or UD (SEND only)' -r -f -a "RC\t''
+UC\t''
+UD\t''"
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s s -l size -d 'Message size; K, M and G are binary (64K = 65536). Default: 64K for bw, 2 for lat' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l sizes -d 'Run these sizes, in order (comma-separated, e.g. 64,4K,64K)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s n -l iters -d 'Operations per size (per QP). Default: 5000 for bw WRITE, else 1000' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s D -l duration -d 'Run each size for this long instead of a number of operations (e.g. 10s)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s I -l inline -d 'Send messages up to this size inline (0: never). Default: 0 for bw, 236 for lat' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s q -l qps -d 'Queue pairs to spread the operations over' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s t -l tx-depth -d 'Operations in flight per QP' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s Q -l cq-mod -d 'Request a completion every N operations' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s l -l post-list -d 'Post this many operations per ibv_post_send call' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l units -d 'Units of the bandwidth columns' -r -f -a "gbit\t'Gigabits per second (10^9 bits)'
+mib\t'Mebibytes per second (2^20 bytes), as perftest prints by default'"
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l expect-bw -d 'Health check: exit 3 unless every size averages at least this rate (e.g. 90Gb/s, 5000MiB/s)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l persist -d 'Server: keep serving, one client after another, whatever test each asks for'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l loopback -d 'Run both ends in this process on one device: a self-test needing no peer'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l cm -d 'Connect the queue pairs through rdma_cm (librdmacm) instead of exchanging them by hand'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s v -l verbose -d 'Print the device, port, GID and MTU used on both ends (on stderr)'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s a -l all -d 'Sweep sizes 2 B to 8 MiB in powers of two'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l json -d 'Print one JSON document instead of tables (schema: docs/json.md)'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s b -l bidirectional -d 'Measure both directions at once'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s V -l version -d 'Print version'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s p -l port -d 'TCP port of the control connection' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l bind -d 'Server: listen on this address only' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s d -l device -d 'Use this RDMA device (default: the one carrying the IP that reaches the peer)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s i -l ib-port -d 'Use this port of the device (1-based)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s x -l gid-index -d 'Use this GID index (default on RoCE: the RoCE v2 GID of the IP that reaches the peer)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l mtu -d 'Path MTU in bytes (default: the smaller active MTU of the two ports)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l timeout -d 'Longest wait for anything from the peer (connect, each message, each completion)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l wait -d 'Server: how long to wait for a client before giving up (not with --persist)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l compat -d 'Speak another tool\'s protocol instead of rdmadiag\'s' -r -f -a "ibv\t'rdma-core\'s ibv_rc_pingpong / ibv_ud_pingpong exchange (the peer then needs -g IDX)'"
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l op -d 'The operation to measure' -r -f -a "send\t''
+write\t''
+read\t''"
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s c -l connection -d 'Transport: RC, UC (SEND and WRITE) or UD (SEND only)' -r -f -a "RC\t''
+UC\t''
+UD\t''"
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s s -l size -d 'Message size; K, M and G are binary (64K = 65536). Default: 64K for bw, 2 for lat' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l sizes -d 'Run these sizes, in order (comma-separated, e.g. 64,4K,64K)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s n -l iters -d 'Operations per size (per QP). Default: 5000 for bw WRITE, else 1000' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s D -l duration -d 'Run each size for this long instead of a number of operations (e.g. 10s)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s I -l inline -d 'Send messages up to this size inline (0: never). Default: 0 for bw, 236 for lat' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l expect-lat -d 'Health check: exit 3 unless the latency (median, or --expect-percentile) is at most this (e.g. 5us)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l expect-percentile -d 'Which percentile --expect-lat applies to: 50, 90, 99, 99.9 or 99.99' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l persist -d 'Server: keep serving, one client after another, whatever test each asks for'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l loopback -d 'Run both ends in this process on one device: a self-test needing no peer'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l cm -d 'Connect the queue pairs through rdma_cm (librdmacm) instead of exchanging them by hand'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s v -l verbose -d 'Print the device, port, GID and MTU used on both ends (on stderr)'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s a -l all -d 'Sweep sizes 2 B to 8 MiB in powers of two'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l json -d 'Print one JSON document instead of tables (schema: docs/json.md)'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l histogram -d 'Draw the latency distribution'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s V -l version -d 'Print version'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -s p -l port -d 'TCP port of the control connection' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -l bind -d 'Server: listen on this address only' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -s d -l device -d 'Use this RDMA device (default: the one carrying the IP that reaches the peer)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -s i -l ib-port -d 'Use this port of the device (1-based)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -s x -l gid-index -d 'Use this GID index (default on RoCE: the RoCE v2 GID of the IP that reaches the peer)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -l mtu -d 'Path MTU in bytes (default: the smaller active MTU of the two ports)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -l timeout -d 'Longest wait for anything from the peer (connect, each message, each completion)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -l wait -d 'Server: how long to wait for a client before giving up (not with --persist)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -l compat -d 'Speak another tool\'s protocol instead of rdmadiag\'s' -r -f -a "ibv\t'rdma-core\'s ibv_rc_pingpong / ibv_ud_pingpong exchange (the peer then needs -g IDX)'"
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -s s -l size -d 'Buffer size; K, M and G are binary' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -s n -l iters -d 'How many times to move the buffer' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -l persist -d 'Server: keep serving, one client after another, whatever test each asks for'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -l loopback -d 'Run both ends in this process on one device: a self-test needing no peer'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -l cm -d 'Connect the queue pairs through rdma_cm (librdmacm) instead of exchanging them by hand'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -s v -l verbose -d 'Print the device, port, GID and MTU used on both ends (on stderr)'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -l json -d 'Print one JSON document instead of tables (schema: docs/json.md)'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -s V -l version -d 'Print version'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -s p -l port -d 'TCP port of the control connection' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l bind -d 'Server: listen on this address only' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -s d -l device -d 'Use this RDMA device (default: the one carrying the IP that reaches the peer)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -s i -l ib-port -d 'Use this port of the device (1-based)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -s x -l gid-index -d 'Use this GID index (default on RoCE: the RoCE v2 GID of the IP that reaches the peer)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l mtu -d 'Path MTU in bytes (default: the smaller active MTU of the two ports)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l timeout -d 'Longest wait for anything from the peer (connect, each message, each completion)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l wait -d 'Server: how long to wait for a client before giving up (not with --persist)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l compat -d 'Speak another tool\'s protocol instead of rdmadiag\'s' -r -f -a "ibv\t'rdma-core\'s ibv_rc_pingpong / ibv_ud_pingpong exchange (the peer then needs -g IDX)'"
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -s s -l size -d 'Buffer size; K, M and G are binary' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -s n -l iters -d 'How many times to move the buffer' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l persist -d 'Server: keep serving, one client after another, whatever test each asks for'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l loopback -d 'Run both ends in this process on one device: a self-test needing no peer'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l cm -d 'Connect the queue pairs through rdma_cm (librdmacm) instead of exchanging them by hand'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -s v -l verbose -d 'Print the device, port, GID and MTU used on both ends (on stderr)'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l json -d 'Print one JSON document instead of tables (schema: docs/json.md)'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -s V -l version -d 'Print version'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read help" -f -a "devices" -d 'List RDMA devices: GUID, type, firmware, vendor, ports and their state'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read help" -f -a "ports" -d 'Show ports: state, link layer, MTU, speed, netdev and the GID table with types and IPs'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read help" -f -a "pingpong" -d 'SEND/RECV ping-pong round trips (like ibv_rc_pingpong): server without HOST, client with'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read help" -f -a "bw" -d 'Bandwidth and message rate of SEND, RDMA WRITE or RDMA READ (like ib_*_bw)'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read help" -f -a "lat" -d 'Latency of SEND, RDMA WRITE or RDMA READ, with percentiles (like ib_*_lat)'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read help" -f -a "write" -d 'Diagnose RDMA WRITE: write a patterned buffer into the peer and verify every byte'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read help" -f -a "read" -d 'Diagnose RDMA READ: read the peer\'s patterned buffer and verify every byte'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
