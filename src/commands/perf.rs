@@ -118,8 +118,8 @@ fn run_roles(opts: &SessionOptions, spec: &TestSpec, json: bool) -> Result<Optio
     if opts.compat_ibv {
         return Err(UsageError("--compat ibv applies to pingpong only".into()).into());
     }
-    if opts.cm {
-        return Err(UsageError("--cm is available for pingpong only so far".into()).into());
+    if opts.cm && spec.transport != crate::connect::control::Transport::Rc {
+        return Err(UsageError("--cm connects RC queue pairs only: use -c RC".into()).into());
     }
     let perf = spec.perf.clone().unwrap_or_else(unreachable_spec);
     let progress = Arc::new(Progress::default());

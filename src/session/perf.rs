@@ -2,7 +2,9 @@
 
 use super::{STOP, SessionOptions, dial, status};
 use crate::connect::control::{ControlChannel, Message, PerfSpec, TestSpec, Transport};
-use crate::connect::endpoint::{Endpoint, LocalPort, RemoteMemory, choose_port};
+use crate::connect::endpoint::{
+    Endpoint, LocalPort, RemoteMemory, choose_port, cm_address, local_port_on,
+};
 use crate::connect::test_qp::{QpShape, TestQp};
 use crate::exit::UsageError;
 use crate::perf::bw::{self, BwOutcome, BwParams};
@@ -11,10 +13,11 @@ use crate::perf::verify::{self, Mismatch};
 use crate::perf::{Op, Progress};
 use crate::pingpong::{self, PingpongParams, Side};
 use crate::stats::LatencyStats;
-use crate::verbs::Access;
+use crate::verbs::{Access, CmConnParams, CmId, CmListener};
 use anyhow::{Result, anyhow, bail};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -534,28 +537,35 @@ pub fn client(
             .into());
         }
     }
-    let kinds_qps = if kind == Kind::Bw { p.qps } else { 1 };
-    let mut qps = make_qps(&local, shape(spec, kind, &p, false, 256), kinds_qps)?;
-    prepare_receives(&qps, kind, &p, spec)?;
-    ch.send(&Message::PerfRequest {
-        spec: spec.clone(),
-        endpoints: qps.iter().map(|q| q.endpoint()).collect(),
-    })?;
-    let remotes = match ch.recv("the server's answer to our request")? {
-        Message::PerfAccept { endpoints } => endpoints,
-        Message::Refuse { reason } => bail!("{peer} refused the test: {reason}"),
-        _ => bail!("{peer} answered the request with an unexpected message"),
+    let n = if kind == Kind::Bw { p.qps } else { 1 };
+    let client_shape = shape(spec, kind, &p, false, 256);
+    // Drop order: the QPs (declared after) go before the rdma_cm ids they were connected with.
+    let (_ids, mut qps, remotes) = if spec.cm {
+        let peer_ip = ch.stream().peer_addr()?.ip();
+        cm_client_connect(
+            &mut ch,
+            opts,
+            spec,
+            kind,
+            &p,
+            client_shape,
+            local_ip,
+            peer_ip,
+            n,
+        )?
+    } else {
+        let mut qps = make_qps(&local, client_shape, n)?;
+        prepare_receives(&qps, kind, &p, spec)?;
+        ch.send(&Message::PerfRequest {
+            spec: spec.clone(),
+            endpoints: qps.iter().map(|q| q.endpoint()).collect(),
+        })?;
+        let remotes = accepted(&mut ch, n)?;
+        for (tq, r) in qps.iter_mut().zip(&remotes) {
+            tq.connect(r, spec.mtu)?;
+        }
+        (Vec::new(), qps, remotes)
     };
-    if remotes.len() != qps.len() {
-        bail!(
-            "{peer} answered with {} QPs for our {}",
-            remotes.len(),
-            qps.len()
-        );
-    }
-    for (tq, r) in qps.iter_mut().zip(&remotes) {
-        tq.connect(r, spec.mtu)?;
-    }
     status(opts, &format!("connected {} QP(s) to {peer}", qps.len()));
     let mut report = PerfReport {
         test: kind.test_name(p.op),
@@ -646,6 +656,116 @@ pub fn client(
     }
 }
 
+/// The server's answer to a request: its endpoints, one per client QP.
+fn accepted(ch: &mut ControlChannel, n: u32) -> Result<Vec<Endpoint>> {
+    let peer = ch.peer().to_string();
+    let remotes = match ch.recv("the server's answer to our request")? {
+        Message::PerfAccept { endpoints } => endpoints,
+        Message::Refuse { reason } => bail!("{peer} refused the test: {reason}"),
+        _ => bail!("{peer} answered the request with an unexpected message"),
+    };
+    if remotes.len() != n as usize {
+        bail!("{peer} answered with {} QPs for our {n}", remotes.len());
+    }
+    Ok(remotes)
+}
+
+fn cm_params(tq: &TestQp) -> CmConnParams {
+    CmConnParams {
+        responder_resources: tq.rd_atomic,
+        initiator_depth: tq.rd_atomic,
+        ..CmConnParams::default()
+    }
+}
+
+/// Client side of `--cm`: request, accept (server listening), one rdma_cm connection per QP,
+/// then the server's real endpoints (with its buffers for one-sided tests).
+#[allow(clippy::too_many_arguments)]
+fn cm_client_connect(
+    ch: &mut ControlChannel,
+    opts: &SessionOptions,
+    spec: &TestSpec,
+    kind: Kind,
+    p: &PerfSpec,
+    shape: QpShape,
+    local_ip: IpAddr,
+    peer_ip: IpAddr,
+    n: u32,
+) -> Result<(Vec<CmId>, Vec<TestQp>, Vec<Endpoint>)> {
+    let placeholder = choose_port(&opts.choice, Some(local_ip))?.endpoint(0, 0, 0);
+    ch.send(&Message::PerfRequest {
+        spec: spec.clone(),
+        endpoints: vec![placeholder; n as usize],
+    })?;
+    let listening = accepted(ch, n)?;
+    let dst = SocketAddr::new(cm_address(&listening[0], peer_ip), opts.port);
+    let (mut ids, mut qps) = (Vec::new(), Vec::new());
+    for _ in 0..n {
+        let id = CmId::resolve(dst, None, opts.timeout)?;
+        let local = local_port_on(
+            id.context()?,
+            id.port(),
+            opts.choice.gid_index,
+            Some(local_ip),
+        )?;
+        let mut tq = make_qps(&local, shape, 1)?.remove(0);
+        prepare_receives(std::slice::from_ref(&tq), kind, p, spec)?;
+        id.connect_with(&tq.qp, &[], cm_params(&tq), opts.timeout)?;
+        tq.path_mtu = Some(tq.local.active_mtu());
+        ids.push(id);
+        qps.push(tq);
+    }
+    // Now both sides know their real QPs (and buffers): exchange them, client first.
+    ch.send(&Message::PerfAccept {
+        endpoints: qps.iter().map(|q| q.endpoint()).collect(),
+    })?;
+    let remotes = accepted(ch, n)?;
+    Ok((ids, qps, remotes))
+}
+
+/// Server side of `--cm`: listen on the RDMA address, accept one connection per client QP.
+#[allow(clippy::too_many_arguments)]
+fn cm_serve_connect(
+    ch: &mut ControlChannel,
+    opts: &SessionOptions,
+    spec: &TestSpec,
+    kind: Kind,
+    p: &PerfSpec,
+    shape: QpShape,
+    local_ip: IpAddr,
+    n: u32,
+) -> Result<(Vec<CmId>, Vec<TestQp>)> {
+    if spec.transport != Transport::Rc {
+        bail!(
+            "rdma_cm connects RC queue pairs only (asked for {})",
+            spec.transport
+        );
+    }
+    let here = choose_port(&opts.choice, Some(local_ip))?.endpoint(0, 0, 0);
+    let addr = SocketAddr::new(cm_address(&here, local_ip), opts.port);
+    let listener = CmListener::bind(addr, n as i32)?;
+    ch.send(&Message::PerfAccept {
+        endpoints: vec![here; n as usize],
+    })?;
+    let (mut ids, mut qps) = (Vec::new(), Vec::new());
+    for _ in 0..n {
+        let req = listener.get_request(opts.timeout)?;
+        let local = local_port_on(
+            req.context()?,
+            req.port(),
+            opts.choice.gid_index,
+            Some(local_ip),
+        )?;
+        let mut tq = make_qps(&local, shape, 1)?.remove(0);
+        prepare_receives(std::slice::from_ref(&tq), kind, p, spec)?;
+        let params = cm_params(&tq);
+        ids.push(req.accept_with(&tq.qp, &[], params, opts.timeout)?);
+        tq.path_mtu = Some(tq.local.active_mtu());
+        qps.push(tq);
+    }
+    Ok((ids, qps))
+}
+
 /// The server: answer one client's bw/lat/write/read request.
 pub fn serve(
     ch: &mut ControlChannel,
@@ -672,19 +792,33 @@ pub fn serve(
         ));
     }
     let local_ip = ch.stream().local_addr()?.ip();
-    let setup = (|| -> Result<Vec<TestQp>> {
+    let server_shape = shape(spec, kind, &p, true, 256);
+    let setup = (|| -> Result<(Vec<CmId>, Vec<TestQp>)> {
+        if spec.cm {
+            return cm_serve_connect(ch, opts, spec, kind, &p, server_shape, local_ip, want);
+        }
         let local = choose_port(&opts.choice, Some(local_ip))?;
-        let mut qps = make_qps(&local, shape(spec, kind, &p, true, 256), want)?;
+        let mut qps = make_qps(&local, server_shape, want)?;
         prepare_receives(&qps, kind, &p, spec)?;
         for (tq, r) in qps.iter_mut().zip(client_eps) {
             tq.connect(r, spec.mtu)?;
         }
-        Ok(qps)
+        Ok((Vec::new(), qps))
     })();
-    let mut qps = match setup {
+    let (_ids, mut qps) = match setup {
         Ok(q) => q,
         Err(e) => return Err(refuse(ch, format!("{e:#}"))),
     };
+    // With rdma_cm the request carried placeholders: the client now sends its real endpoints.
+    let client_eps: Vec<Endpoint> = if spec.cm {
+        match ch.recv("the client's endpoints after the rdma_cm connections")? {
+            Message::PerfAccept { endpoints } if endpoints.len() == qps.len() => endpoints,
+            _ => bail!("{peer} did not send its endpoints after the rdma_cm connections"),
+        }
+    } else {
+        client_eps.to_vec()
+    };
+    let client_eps = &client_eps;
     ch.send(&Message::PerfAccept {
         endpoints: qps.iter().map(|q| q.endpoint()).collect(),
     })?;
