@@ -250,6 +250,11 @@ pub struct PerfCommon {
     #[arg(short = 'D', long = "duration", value_name = "DURATION", value_parser = parse_duration)]
     pub duration: Option<Duration>,
 
+    /// Also run the same sizes over a plain TCP connection between the same hosts and show
+    /// both side by side, with the CPU time each side spent (like qperf's tcp_bw/tcp_lat).
+    #[arg(long = "vs-tcp")]
+    pub vs_tcp: bool,
+
     /// Send messages up to this size inline (0: never). Default: 0 for bw, 236 for lat.
     #[arg(short = 'I', long = "inline", value_name = "BYTES",
           value_parser = clap::value_parser!(u32).range(0..=1_048_576))]

@@ -5,6 +5,7 @@
 pub mod cli;
 pub mod commands;
 pub mod connect;
+pub mod cpu;
 pub mod exit;
 pub mod inventory;
 pub mod manual;

@@ -380,6 +380,79 @@ fn perf_header(r: &PerfReport) -> String {
     out
 }
 
+fn cpu_text(cpu: Option<f64>, elapsed: f64) -> String {
+    match cpu {
+        Some(c) if elapsed > 0.0 => format!("{c:.3} s ({:.0}%)", c / elapsed * 100.0),
+        Some(c) => format!("{c:.3} s"),
+        None => "-".into(),
+    }
+}
+
+/// `--vs-tcp`: RDMA and TCP side by side per size, with the CPU each side spent.
+fn vs_tcp_text(r: &PerfReport, style: Style) -> String {
+    if r.tcp.is_empty() {
+        return String::new();
+    }
+    let bw = !r.bw.is_empty();
+    let (what, rdma_h, tcp_h) = if bw {
+        ("higher is better", "RDMA Gb/s", "TCP Gb/s")
+    } else {
+        ("lower is better", "RDMA median us", "TCP median us")
+    };
+    let mut t = style.table(&[
+        "#bytes",
+        rdma_h,
+        tcp_h,
+        "RDMA/TCP",
+        "CPU here RDMA",
+        "CPU here TCP",
+        "CPU peer RDMA",
+        "CPU peer TCP",
+    ]);
+    for tr in &r.tcp {
+        let (rdma, rdma_elapsed, cpu, peer_cpu) = if bw {
+            let Some(b) = r.bw.iter().find(|b| b.size == tr.size) else {
+                continue;
+            };
+            (b.bw_avg_gbps, b.elapsed_s, b.cpu_s, b.peer_cpu_s)
+        } else {
+            let Some(l) = r.lat.iter().find(|l| l.size == tr.size) else {
+                continue;
+            };
+            let per_sample = if r.latency_measure.as_deref() == Some("half round trip") {
+                2.0
+            } else {
+                1.0
+            };
+            let elapsed = l.latency.avg_us * per_sample * l.iterations as f64 / 1e6;
+            (l.latency.median_us, elapsed, l.cpu_s, l.peer_cpu_s)
+        };
+        let tcp = if bw {
+            tr.bw_avg_gbps.unwrap_or(0.0)
+        } else {
+            tr.latency.map_or(0.0, |l| l.median_us)
+        };
+        t.add_row(vec![
+            Cell::new(tr.size),
+            Cell::new(format!("{rdma:.2}")),
+            Cell::new(format!("{tcp:.2}")),
+            Cell::new(if tcp > 0.0 {
+                format!("{:.2}", rdma / tcp)
+            } else {
+                "-".into()
+            }),
+            Cell::new(cpu_text(cpu, rdma_elapsed)),
+            Cell::new(cpu_text(tr.cpu_s, tr.elapsed_s)),
+            Cell::new(cpu_text(peer_cpu, rdma_elapsed)),
+            Cell::new(cpu_text(tr.peer_cpu_s, tr.elapsed_s)),
+        ]);
+    }
+    format!(
+        "  RDMA against TCP on the same path ({what}):\n{}",
+        finish(&t)
+    )
+}
+
 /// `rdmadiag bw`: one row per size.
 pub fn bw_text(r: &PerfReport, units: crate::cli::Units, style: Style) -> String {
     let label = crate::commands::perf::units_label(units);
@@ -413,6 +486,7 @@ pub fn bw_text(r: &PerfReport, units: crate::cli::Units, style: Style) -> String
     }
     let mut out = perf_header(r);
     out.push_str(&finish(&t));
+    out.push_str(&vs_tcp_text(r, style));
     out
 }
 
@@ -470,6 +544,7 @@ pub fn lat_text(r: &PerfReport, histogram: bool, style: Style) -> String {
         r.latency_measure.as_deref().unwrap_or("round trip")
     ));
     out.push_str(&finish(&t));
+    out.push_str(&vs_tcp_text(r, style));
     if histogram {
         for l in &r.lat {
             out.push_str(&histogram_text(l));

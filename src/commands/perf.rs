@@ -162,6 +162,7 @@ fn unreachable_spec() -> PerfSpec {
         post_list: 1,
         inline: 0,
         bidirectional: false,
+        vs_tcp: false,
     }
 }
 
@@ -199,6 +200,7 @@ pub fn run_bw(args: &BwArgs) -> Result<u8> {
         post_list: args.post_list.min(args.tx_depth),
         inline: c.inline.unwrap_or(0),
         bidirectional: args.bidirectional,
+        vs_tcp: c.vs_tcp,
     };
     let spec = spec("bw", c, &opts, perf);
     perf_session::validate(&spec).map_err(UsageError)?;
@@ -234,6 +236,7 @@ pub fn run_lat(args: &LatArgs) -> Result<u8> {
         post_list: 1,
         inline: c.inline.unwrap_or(236),
         bidirectional: false,
+        vs_tcp: c.vs_tcp,
     };
     let spec = spec("lat", c, &opts, perf);
     perf_session::validate(&spec).map_err(UsageError)?;
@@ -281,6 +284,7 @@ pub fn run_xfer(args: &XferArgs, op: Op) -> Result<u8> {
             post_list: 1,
             inline: 0,
             bidirectional: false,
+            vs_tcp: false,
         }),
     };
     perf_session::validate(&spec).map_err(UsageError)?;

@@ -72,6 +72,9 @@ pub struct PerfSpec {
     /// Send messages up to this size inline.
     pub inline: u32,
     pub bidirectional: bool,
+    /// After the RDMA rounds, run the same sizes over a plain TCP connection.
+    #[serde(default)]
+    pub vs_tcp: bool,
 }
 
 /// One control message.
@@ -105,6 +108,10 @@ pub enum Message {
     RoundDone { summary: serde_json::Value },
     /// Client → server during a round: still alive (one-sided tests leave the server idle).
     Progress,
+    /// Client → server: the same size over TCP now (`--vs-tcp`).
+    TcpRound { size: u32 },
+    /// Server → client: connect to this TCP port for the round.
+    TcpReady { port: u16 },
 }
 
 impl Message {
@@ -122,6 +129,8 @@ impl Message {
             Message::RoundReady => "round ready",
             Message::RoundDone { .. } => "round done",
             Message::Progress => "progress",
+            Message::TcpRound { .. } => "tcp round",
+            Message::TcpReady { .. } => "tcp ready",
         }
     }
 }

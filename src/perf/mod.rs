@@ -3,6 +3,7 @@
 
 pub mod bw;
 pub mod lat;
+pub mod tcp;
 pub mod verify;
 
 use serde::{Deserialize, Serialize};

@@ -10,7 +10,7 @@ use crate::exit::UsageError;
 use crate::perf::bw::{self, BwOutcome, BwParams};
 use crate::perf::lat::{self, LatParams, LatRole};
 use crate::perf::verify::{self, Mismatch};
-use crate::perf::{Op, Progress};
+use crate::perf::{Op, Progress, tcp};
 use crate::pingpong::{self, PingpongParams, Side};
 use crate::stats::LatencyStats;
 use crate::verbs::{Access, CmConnParams, CmId, CmListener};
@@ -67,6 +67,11 @@ pub struct BwResult {
     pub bw_avg_gbps: f64,
     pub msg_rate_mpps: f64,
     pub elapsed_s: f64,
+    /// CPU time this side's thread spent in the round, and the other side's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_cpu_s: Option<f64>,
     /// What the other end measured (the receiver in a SEND test; the reverse direction with -b).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peer: Option<Box<BwResult>>,
@@ -90,6 +95,24 @@ pub struct LatResult {
     /// The distribution (`lat --histogram`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub histogram: Vec<crate::stats::Bucket>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_cpu_s: Option<f64>,
+}
+
+/// One size over plain TCP (`--vs-tcp`), beside the RDMA result of the same size.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TcpResult {
+    pub size: u32,
+    pub iterations: u64,
+    pub elapsed_s: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bw_avg_gbps: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<LatencyStats>,
+    pub cpu_s: Option<f64>,
+    pub peer_cpu_s: Option<f64>,
 }
 
 /// The report of a bw/lat/write/read run (docs/json.md).
@@ -114,6 +137,9 @@ pub struct PerfReport {
     pub bw: Vec<BwResult>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lat: Vec<LatResult>,
+    /// `--vs-tcp`: the same sizes over TCP between the same hosts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tcp: Vec<TcpResult>,
     pub rdmadiag_version: String,
 }
 
@@ -286,8 +312,14 @@ fn bw_result(size: u32, o: &BwOutcome) -> BwResult {
         bw_avg_gbps: gbps(o.avg_bytes_per_sec()),
         msg_rate_mpps: o.msg_rate() / 1e6,
         elapsed_s: o.elapsed.as_secs_f64(),
+        cpu_s: None,
+        peer_cpu_s: None,
         peer: None,
     }
+}
+
+fn cpu_of(v: &serde_json::Value) -> Option<f64> {
+    v.get("cpu_s").and_then(|c| c.as_f64())
 }
 
 /// Keep the server's control channel alive while this side is busy in a one-sided round.
@@ -440,6 +472,8 @@ fn run_round(
                 verified: None,
                 mismatch: None,
                 histogram: recorder.buckets(20, scale),
+                cpu_s: None,
+                peer_cpu_s: None,
             })))
         }
         Kind::Verify => {
@@ -472,6 +506,8 @@ fn run_round(
                 verified: None,
                 mismatch: None,
                 histogram: Vec::new(),
+                cpu_s: None,
+                peer_cpu_s: None,
             };
             if p.op == Op::Read {
                 let buf = &mut tq.mr.as_mut_slice()[..size as usize];
@@ -587,6 +623,7 @@ pub fn client(
         remote: remotes[0].clone(),
         bw: Vec::new(),
         lat: Vec::new(),
+        tcp: Vec::new(),
         rdmadiag_version: crate::cli::VERSION.into(),
     };
     for &size in &p.sizes {
@@ -597,20 +634,22 @@ pub fn client(
             Message::RoundReady => {}
             _ => bail!("{peer} sent an unexpected message before the round"),
         }
-        let outcome = {
+        let (outcome, cpu) = {
             let _beat = Heartbeat::start(&ch)?;
-            run_round(
-                &mut qps,
-                &remotes,
-                kind,
-                spec,
-                &p,
-                size,
-                true,
-                opts.timeout,
-                &peer,
-                progress,
-            )
+            crate::cpu::measure(|| {
+                run_round(
+                    &mut qps,
+                    &remotes,
+                    kind,
+                    spec,
+                    &p,
+                    size,
+                    true,
+                    opts.timeout,
+                    &peer,
+                    progress,
+                )
+            })
         };
         let outcome = match outcome {
             Ok(o) => o,
@@ -633,14 +672,22 @@ pub fn client(
         };
         match outcome {
             Some(RoundOutcome::Bw(mut b)) => {
-                if !theirs.is_null() {
+                b.cpu_s = cpu;
+                b.peer_cpu_s = cpu_of(&theirs);
+                if theirs.get("size").is_some() {
                     b.peer = serde_json::from_value(theirs).ok().map(Box::new);
                 }
                 report.bw.push(b);
             }
             Some(RoundOutcome::Lat(mut l)) => {
+                l.cpu_s = cpu;
+                l.peer_cpu_s =
+                    cpu_of(&theirs).or_else(|| theirs.get("cpu").and_then(|c| c.as_f64()));
                 if p.op == Op::Write && kind == Kind::Verify {
-                    let m: Option<Mismatch> = serde_json::from_value(theirs).unwrap_or(None);
+                    let m: Option<Mismatch> = theirs
+                        .get("mismatch")
+                        .and_then(|m| serde_json::from_value(m.clone()).ok())
+                        .flatten();
                     l.verified = Some(m.is_none());
                     l.mismatch = m;
                 }
@@ -649,11 +696,116 @@ pub fn client(
             None => {}
         }
     }
+    if p.vs_tcp {
+        let peer_ip = ch.stream().peer_addr()?.ip();
+        for &size in &p.sizes {
+            on_round(size);
+            report
+                .tcp
+                .push(tcp_client_round(&mut ch, kind, &p, size, peer_ip, opts)?);
+        }
+    }
     ch.send(&Message::Finished { summary: None })?;
     match ch.recv("the server's final message")? {
         Message::Finished { .. } => Ok(report),
         _ => bail!("{peer} ended the run with an unexpected message"),
     }
+}
+
+/// Client half of one `--vs-tcp` round: connect to the port the server opened, move the same
+/// size the same way, compare CPU time.
+fn tcp_client_round(
+    ch: &mut ControlChannel,
+    kind: Kind,
+    p: &PerfSpec,
+    size: u32,
+    peer_ip: IpAddr,
+    opts: &SessionOptions,
+) -> Result<TcpResult> {
+    ch.send(&Message::TcpRound { size })?;
+    let port = match ch.recv("the server's TCP port for the comparison")? {
+        Message::TcpReady { port } => port,
+        _ => bail!("{} did not open a TCP port for the comparison", ch.peer()),
+    };
+    let addr = SocketAddr::new(peer_ip, port);
+    let s = std::net::TcpStream::connect_timeout(&addr, opts.timeout)
+        .map_err(|e| anyhow!("TCP comparison: cannot connect to {addr}: {e}"))?;
+    let duration = p.duration_ms.map(Duration::from_millis);
+    let (o, cpu) = crate::cpu::measure(|| match kind {
+        Kind::Bw => tcp::bw_send(
+            s,
+            size as usize,
+            p.iterations,
+            duration,
+            opts.timeout,
+            &STOP,
+        ),
+        _ => tcp::lat_ping(
+            s,
+            size as usize,
+            p.iterations,
+            duration,
+            opts.timeout,
+            &STOP,
+        ),
+    });
+    let o = o?;
+    ch.send(&Message::RoundDone {
+        summary: serde_json::json!({ "cpu_s": cpu }),
+    })?;
+    let theirs = match ch.recv_patient("the server's TCP round result")? {
+        Message::RoundDone { summary } => summary,
+        _ => bail!(
+            "{} ended the TCP round with an unexpected message",
+            ch.peer()
+        ),
+    };
+    let scale = if p.op == Op::Read { 1.0 } else { 2.0 };
+    Ok(TcpResult {
+        size,
+        iterations: o.messages,
+        elapsed_s: o.elapsed.as_secs_f64(),
+        bw_avg_gbps: (kind == Kind::Bw)
+            .then(|| gbps(o.bytes as f64 / o.elapsed.as_secs_f64().max(1e-9))),
+        latency: (kind != Kind::Bw).then(|| o.latency.stats(scale)),
+        cpu_s: cpu,
+        peer_cpu_s: cpu_of(&theirs),
+    })
+}
+
+/// Server half of one `--vs-tcp` round.
+fn tcp_server_round(
+    ch: &mut ControlChannel,
+    kind: Kind,
+    p: &PerfSpec,
+    size: u32,
+    opts: &SessionOptions,
+) -> Result<()> {
+    if !p.vs_tcp || !p.sizes.contains(&size) {
+        bail!("{} asked for a TCP round it did not announce", ch.peer());
+    }
+    let ip = ch.stream().local_addr()?.ip();
+    let l = std::net::TcpListener::bind((ip, 0))?;
+    l.set_nonblocking(true)?;
+    ch.send(&Message::TcpReady {
+        port: l.local_addr()?.port(),
+    })?;
+    let s = super::accept(&l, Some(opts.timeout))?;
+    let (o, cpu) = crate::cpu::measure(|| match kind {
+        Kind::Bw => tcp::bw_recv(s, size as usize, opts.timeout),
+        _ => tcp::lat_pong(s, size as usize, opts.timeout),
+    });
+    o?;
+    match ch.recv_patient("the client's TCP round result")? {
+        Message::RoundDone { .. } => {}
+        _ => bail!(
+            "{} ended the TCP round with an unexpected message",
+            ch.peer()
+        ),
+    }
+    ch.send(&Message::RoundDone {
+        summary: serde_json::json!({ "cpu_s": cpu }),
+    })
 }
 
 /// The server's answer to a request: its endpoints, one per client QP.
@@ -832,18 +984,20 @@ pub fn serve(
                 }
                 prepare_round(&mut qps, kind, &p, size, true);
                 ch.send(&Message::RoundReady)?;
-                let mine = run_round(
-                    &mut qps,
-                    client_eps,
-                    kind,
-                    spec,
-                    &p,
-                    size,
-                    false,
-                    opts.timeout,
-                    &peer,
-                    &progress,
-                );
+                let (mine, cpu) = crate::cpu::measure(|| {
+                    run_round(
+                        &mut qps,
+                        client_eps,
+                        kind,
+                        spec,
+                        &p,
+                        size,
+                        false,
+                        opts.timeout,
+                        &peer,
+                        &progress,
+                    )
+                });
                 let mine = match mine {
                     Ok(m) => m,
                     Err(e) => {
@@ -858,8 +1012,14 @@ pub fn serve(
                     _ => bail!("{peer} ended the round with an unexpected message"),
                 };
                 let reply = match mine {
-                    Some(RoundOutcome::Bw(b)) => serde_json::to_value(b)?,
-                    Some(RoundOutcome::Lat(l)) => serde_json::to_value(l)?,
+                    Some(RoundOutcome::Bw(mut b)) => {
+                        b.cpu_s = cpu;
+                        serde_json::to_value(b)?
+                    }
+                    Some(RoundOutcome::Lat(mut l)) => {
+                        l.cpu_s = cpu;
+                        serde_json::to_value(l)?
+                    }
                     None if kind == Kind::Verify && p.op == Op::Write => {
                         let buf = &mut qps[0].mr.as_mut_slice()[..size as usize];
                         verify::corrupt_for_test(buf);
@@ -867,14 +1027,17 @@ pub fn serve(
                         if let Some(m) = m {
                             status(opts, &format!("round of {size} bytes: {m}"));
                         }
-                        serde_json::to_value(m)?
+                        serde_json::json!({ "mismatch": m, "cpu_s": cpu })
                     }
-                    None => serde_json::Value::Null,
+                    None => serde_json::json!({ "cpu_s": cpu }),
                 };
                 ch.send(&Message::RoundDone {
                     summary: reply.clone(),
                 })?;
                 last = serde_json::json!({ "size": size, "client": theirs, "server": reply });
+            }
+            Message::TcpRound { size } => {
+                tcp_server_round(ch, kind, &p, size, opts)?;
             }
             Message::Finished { .. } => {
                 ch.send(&Message::Finished { summary: None })?;
@@ -910,6 +1073,7 @@ mod tests {
                 post_list: 16,
                 inline: 0,
                 bidirectional: false,
+                vs_tcp: false,
             }),
         }
     }

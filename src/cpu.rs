@@ -1,0 +1,53 @@
+//! CPU time of the calling thread, for the RDMA-versus-TCP comparison (read from /proc).
+
+use std::time::Duration;
+
+/// CPU time this thread has used so far: nanoseconds from /proc/thread-self/schedstat, or
+/// clock ticks from /proc/thread-self/stat where schedstat is missing.
+pub fn thread_cpu_time() -> Option<Duration> {
+    if let Ok(s) = std::fs::read_to_string("/proc/thread-self/schedstat") {
+        if let Some(ns) = s
+            .split_whitespace()
+            .next()
+            .and_then(|v| v.parse::<u64>().ok())
+        {
+            return Some(Duration::from_nanos(ns));
+        }
+    }
+    let s = std::fs::read_to_string("/proc/thread-self/stat").ok()?;
+    // Fields after the command name (which may contain spaces, so split after the last ')').
+    let rest = s.rsplit_once(')')?.1;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of stat(5): indexes 11 and 12 here.
+    let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    Some(Duration::from_millis(ticks * 10))
+}
+
+/// Measure the CPU time `f` spends on this thread, in seconds.
+pub fn measure<T>(f: impl FnOnce() -> T) -> (T, Option<f64>) {
+    let before = thread_cpu_time();
+    let out = f();
+    let spent = thread_cpu_time()
+        .zip(before)
+        .map(|(a, b)| a.saturating_sub(b).as_secs_f64());
+    (out, spent)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn busy_work_costs_cpu_and_sleep_does_not() {
+        let ((), busy) = measure(|| {
+            let t = std::time::Instant::now();
+            while t.elapsed() < Duration::from_millis(60) {
+                std::hint::spin_loop();
+            }
+        });
+        let busy = busy.expect("thread CPU time is readable");
+        assert!(busy > 0.02, "busy loop used {busy} s");
+        let ((), idle) = measure(|| std::thread::sleep(Duration::from_millis(60)));
+        assert!(idle.unwrap() < busy, "sleeping costs less than spinning");
+    }
+}
