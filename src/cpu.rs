@@ -5,14 +5,11 @@ use std::time::Duration;
 /// CPU time this thread has used so far: nanoseconds from /proc/thread-self/schedstat, or
 /// clock ticks from /proc/thread-self/stat where schedstat is missing.
 pub fn thread_cpu_time() -> Option<Duration> {
-    if let Ok(s) = std::fs::read_to_string("/proc/thread-self/schedstat") {
-        if let Some(ns) = s
-            .split_whitespace()
-            .next()
-            .and_then(|v| v.parse::<u64>().ok())
-        {
-            return Some(Duration::from_nanos(ns));
-        }
+    let ns = std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok());
+    if let Some(ns) = ns {
+        return Some(Duration::from_nanos(ns));
     }
     let s = std::fs::read_to_string("/proc/thread-self/stat").ok()?;
     // Fields after the command name (which may contain spaces, so split after the last ')').
