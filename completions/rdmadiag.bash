@@ -85,7 +85,7 @@ _rdmadiag() {
             return 0
             ;;
         rdmadiag__subcmd__bw)
-            opts="-p -d -i -x -v -c -s -a -n -D -I -q -t -Q -l -b -h -V --port --bind --persist --loopback --cm --device --ib-port --gid-index --mtu --timeout --wait --compat --verbose --op --connection --size --all --sizes --iters --duration --vs-tcp --inline --json --qps --tx-depth --cq-mod --post-list --bidirectional --units --expect-bw --help --version"
+            opts="-p -d -i -x -v -c -s -a -n -D -I -q -t -Q -l -b -h -V --port --bind --persist --loopback --cm --device --ib-port --gid-index --mtu --timeout --wait --max-size --max-qps --compat --verbose --op --connection --size --all --sizes --iters --duration --vs-tcp --inline --json --qps --tx-depth --cq-mod --post-list --bidirectional --units --expect-bw --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -136,6 +136,14 @@ _rdmadiag() {
                     return 0
                     ;;
                 --wait)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-qps)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -387,7 +395,7 @@ _rdmadiag() {
             return 0
             ;;
         rdmadiag__subcmd__lat)
-            opts="-p -d -i -x -v -c -s -a -n -D -I -h -V --port --bind --persist --loopback --cm --device --ib-port --gid-index --mtu --timeout --wait --compat --verbose --op --connection --size --all --sizes --iters --duration --vs-tcp --inline --json --histogram --expect-lat --expect-percentile --help --version"
+            opts="-p -d -i -x -v -c -s -a -n -D -I -h -V --port --bind --persist --loopback --cm --device --ib-port --gid-index --mtu --timeout --wait --max-size --max-qps --compat --verbose --op --connection --size --all --sizes --iters --duration --vs-tcp --inline --json --histogram --expect-lat --expect-percentile --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -438,6 +446,14 @@ _rdmadiag() {
                     return 0
                     ;;
                 --wait)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-qps)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -509,7 +525,7 @@ _rdmadiag() {
             return 0
             ;;
         rdmadiag__subcmd__pingpong)
-            opts="-p -d -i -x -v -c -s -n -e -h -V --port --bind --persist --loopback --cm --device --ib-port --gid-index --mtu --timeout --wait --compat --verbose --connection --size --iters --rx-depth --events --json --help --version"
+            opts="-p -d -i -x -v -c -s -n -e -h -V --port --bind --persist --loopback --cm --device --ib-port --gid-index --mtu --timeout --wait --max-size --max-qps --compat --verbose --connection --size --iters --rx-depth --events --json --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -560,6 +576,14 @@ _rdmadiag() {
                     return 0
                     ;;
                 --wait)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-qps)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -633,7 +657,7 @@ _rdmadiag() {
             return 0
             ;;
         rdmadiag__subcmd__read)
-            opts="-p -d -i -x -v -s -n -h -V --port --bind --persist --loopback --cm --device --ib-port --gid-index --mtu --timeout --wait --compat --verbose --size --iters --json --help --version"
+            opts="-p -d -i -x -v -s -n -h -V --port --bind --persist --loopback --cm --device --ib-port --gid-index --mtu --timeout --wait --max-size --max-qps --compat --verbose --size --iters --json --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -684,6 +708,14 @@ _rdmadiag() {
                     return 0
                     ;;
                 --wait)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-qps)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -715,7 +747,7 @@ _rdmadiag() {
             return 0
             ;;
         rdmadiag__subcmd__write)
-            opts="-p -d -i -x -v -s -n -h -V --port --bind --persist --loopback --cm --device --ib-port --gid-index --mtu --timeout --wait --compat --verbose --size --iters --json --help --version"
+            opts="-p -d -i -x -v -s -n -h -V --port --bind --persist --loopback --cm --device --ib-port --gid-index --mtu --timeout --wait --max-size --max-qps --compat --verbose --size --iters --json --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -766,6 +798,14 @@ _rdmadiag() {
                     return 0
                     ;;
                 --wait)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-qps)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -53,6 +53,8 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -s x -l gid-
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l mtu -d 'Path MTU in bytes (default: the smaller active MTU of the two ports)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l timeout -d 'Longest wait for anything from the peer (connect, each message, each completion)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l wait -d 'Server: how long to wait for a client before giving up (not with --persist)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l max-size -d 'Server: refuse tests whose messages are larger than this' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l max-qps -d 'Server: refuse tests that ask for more queue pairs than this' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l compat -d 'Speak another tool\'s protocol instead of rdmadiag\'s' -r -f -a "ibv\t'rdma-core\'s ibv_rc_pingpong / ibv_ud_pingpong exchange (the peer then needs -g IDX)'"
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -s c -l connection -d 'Transport: reliable (RC), unreliable connected (UC) or unreliable datagram (UD)' -r -f -a "RC\t''
 UC\t''
@@ -76,6 +78,8 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s x -l gid-index 
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l mtu -d 'Path MTU in bytes (default: the smaller active MTU of the two ports)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l timeout -d 'Longest wait for anything from the peer (connect, each message, each completion)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l wait -d 'Server: how long to wait for a client before giving up (not with --persist)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l max-size -d 'Server: refuse tests whose messages are larger than this' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l max-qps -d 'Server: refuse tests that ask for more queue pairs than this' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l compat -d 'Speak another tool\'s protocol instead of rdmadiag\'s' -r -f -a "ibv\t'rdma-core\'s ibv_rc_pingpong / ibv_ud_pingpong exchange (the peer then needs -g IDX)'"
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l op -d 'The operation to measure' -r -f -a "send\t''
 write\t''
@@ -113,6 +117,8 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s x -l gid-index
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l mtu -d 'Path MTU in bytes (default: the smaller active MTU of the two ports)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l timeout -d 'Longest wait for anything from the peer (connect, each message, each completion)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l wait -d 'Server: how long to wait for a client before giving up (not with --persist)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l max-size -d 'Server: refuse tests whose messages are larger than this' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l max-qps -d 'Server: refuse tests that ask for more queue pairs than this' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l compat -d 'Speak another tool\'s protocol instead of rdmadiag\'s' -r -f -a "ibv\t'rdma-core\'s ibv_rc_pingpong / ibv_ud_pingpong exchange (the peer then needs -g IDX)'"
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l op -d 'The operation to measure' -r -f -a "send\t''
 write\t''
@@ -145,6 +151,8 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -s x -l gid-ind
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -l mtu -d 'Path MTU in bytes (default: the smaller active MTU of the two ports)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -l timeout -d 'Longest wait for anything from the peer (connect, each message, each completion)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -l wait -d 'Server: how long to wait for a client before giving up (not with --persist)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -l max-size -d 'Server: refuse tests whose messages are larger than this' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -l max-qps -d 'Server: refuse tests that ask for more queue pairs than this' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -l compat -d 'Speak another tool\'s protocol instead of rdmadiag\'s' -r -f -a "ibv\t'rdma-core\'s ibv_rc_pingpong / ibv_ud_pingpong exchange (the peer then needs -g IDX)'"
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -s s -l size -d 'Buffer size; K, M and G are binary' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -s n -l iters -d 'How many times to move the buffer' -r
@@ -163,6 +171,8 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -s x -l gid-inde
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l mtu -d 'Path MTU in bytes (default: the smaller active MTU of the two ports)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l timeout -d 'Longest wait for anything from the peer (connect, each message, each completion)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l wait -d 'Server: how long to wait for a client before giving up (not with --persist)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l max-size -d 'Server: refuse tests whose messages are larger than this' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l max-qps -d 'Server: refuse tests that ask for more queue pairs than this' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l compat -d 'Speak another tool\'s protocol instead of rdmadiag\'s' -r -f -a "ibv\t'rdma-core\'s ibv_rc_pingpong / ibv_ud_pingpong exchange (the peer then needs -g IDX)'"
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -s s -l size -d 'Buffer size; K, M and G are binary' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -s n -l iters -d 'How many times to move the buffer' -r

@@ -109,6 +109,15 @@ pub struct ConnectArgs {
     #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_duration)]
     pub wait: Duration,
 
+    /// Server: refuse tests whose messages are larger than this.
+    #[arg(long = "max-size", value_name = "SIZE", default_value = "64M", value_parser = parse_msg_size)]
+    pub max_size: u32,
+
+    /// Server: refuse tests that ask for more queue pairs than this.
+    #[arg(long = "max-qps", value_name = "N", default_value_t = 64,
+          value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub max_qps: u32,
+
     /// Speak another tool's protocol instead of rdmadiag's.
     #[arg(long, value_enum, value_name = "TOOL")]
     pub compat: Option<Compat>,

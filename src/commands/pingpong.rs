@@ -34,6 +34,11 @@ pub fn session_options(c: &ConnectArgs) -> Result<SessionOptions> {
         cm: c.cm,
         compat_ibv: c.compat == Some(Compat::Ibv),
         verbose: c.verbose,
+        limits: crate::session::ServerLimits {
+            max_size: c.max_size,
+            max_qps: c.max_qps,
+            ..Default::default()
+        },
     })
 }
 

@@ -32,6 +32,61 @@ pub struct SessionOptions {
     pub cm: bool,
     pub compat_ibv: bool,
     pub verbose: bool,
+    /// What this side agrees to allocate when serving.
+    pub limits: ServerLimits,
+}
+
+/// A server never allocates or registers beyond these because a client asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerLimits {
+    pub max_size: u32,
+    pub max_qps: u32,
+    /// Total bytes of registered buffers one test may need.
+    pub max_memory: u64,
+}
+
+impl Default for ServerLimits {
+    fn default() -> Self {
+        ServerLimits {
+            max_size: 64 << 20,
+            max_qps: 64,
+            max_memory: 1 << 30,
+        }
+    }
+}
+
+impl ServerLimits {
+    /// Check a request against the limits; the reason goes back to the client.
+    pub fn check(&self, spec: &crate::connect::control::TestSpec) -> Result<(), String> {
+        let (sizes, qps): (Vec<u32>, u32) = match &spec.perf {
+            Some(p) => (p.sizes.clone(), p.qps),
+            None => (vec![spec.size], 1),
+        };
+        let biggest = sizes.iter().copied().max().unwrap_or(0);
+        if biggest > self.max_size {
+            return Err(format!(
+                "over this server's limits: a {biggest}-byte message exceeds its --max-size \
+                 {}",
+                self.max_size
+            ));
+        }
+        if qps > self.max_qps {
+            return Err(format!(
+                "over this server's limits: {qps} QPs exceed its --max-qps {}",
+                self.max_qps
+            ));
+        }
+        // Each QP registers at most a send area and a receive area of the largest size.
+        let memory = qps as u64 * 2 * (biggest as u64 + 64);
+        if memory > self.max_memory {
+            return Err(format!(
+                "over this server's limits: {qps} QPs of {biggest}-byte buffers need {memory} \
+                 bytes of registered memory, more than its {} byte limit",
+                self.max_memory
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// Status lines for the operator: stderr, and only when stderr is a terminal or `verbose`.
@@ -115,19 +170,36 @@ pub fn accept(l: &TcpListener, wait: Option<Duration>) -> Result<TcpStream> {
     }
 }
 
-/// Serve one rdmadiag client: greet, read its request, run the test it asks for.
-/// Returns the run's summary (the client's report).
-pub fn serve_client(stream: TcpStream, opts: &SessionOptions) -> Result<serde_json::Value> {
+/// Greet a client and read its test request (both bounded by the timeout).
+fn handshake(stream: TcpStream, opts: &SessionOptions) -> Result<(ControlChannel, Message)> {
     let mut ch = ControlChannel::new(stream, opts.timeout)?;
     let peer = ch.peer().to_string();
     let software = ch.greet()?;
     status(opts, &format!("client {peer} ({software}) connected"));
-    let (spec, endpoint) = match ch.recv("the test request")? {
-        Message::Request { spec, endpoint } => (spec, endpoint),
-        Message::PerfRequest { spec, endpoints } => {
-            return perf::serve(&mut ch, opts, &spec, &endpoints);
-        }
+    let msg = ch.recv("the test request")?;
+    Ok((ch, msg))
+}
+
+/// Run the test a client asked for, within this server's limits.
+fn dispatch(
+    mut ch: ControlChannel,
+    msg: Message,
+    opts: &SessionOptions,
+) -> Result<serde_json::Value> {
+    let peer = ch.peer().to_string();
+    let (spec, endpoint, endpoints) = match msg {
+        Message::Request { spec, endpoint } => (spec, Some(endpoint), Vec::new()),
+        Message::PerfRequest { spec, endpoints } => (spec, None, endpoints),
         _ => bail!("{peer} did not send a test request"),
+    };
+    if let Err(reason) = opts.limits.check(&spec) {
+        let _ = ch.send(&Message::Refuse {
+            reason: reason.clone(),
+        });
+        bail!("refused {peer}: {reason}");
+    }
+    let Some(endpoint) = endpoint else {
+        return perf::serve(&mut ch, opts, &spec, &endpoints);
     };
     match spec.test.as_str() {
         "pingpong" => pingpong::serve(&mut ch, opts, &spec, &endpoint),
@@ -141,33 +213,100 @@ pub fn serve_client(stream: TcpStream, opts: &SessionOptions) -> Result<serde_js
     }
 }
 
-/// Run as the server: one client (or, with `--persist`, one after another until Ctrl-C).
-/// `serve` handles one accepted connection. Returns the last run's summary.
+/// Serve one rdmadiag client: greet, read its request, run the test it asks for.
+/// Returns the run's summary (the client's report).
+pub fn serve_client(stream: TcpStream, opts: &SessionOptions) -> Result<serde_json::Value> {
+    let (ch, msg) = handshake(stream, opts)?;
+    dispatch(ch, msg, opts)
+}
+
+/// Run as the server for one client (rdmadiag's protocol or, through `serve`, another tool's).
+/// Returns the run's summary.
 pub fn run_server(
     opts: &SessionOptions,
     serve: impl Fn(TcpStream, &SessionOptions) -> Result<serde_json::Value>,
 ) -> Result<serde_json::Value> {
+    if opts.persist {
+        return run_persistent(opts);
+    }
     let l = listen(opts)?;
-    let addr = l.local_addr()?;
-    status(opts, &format!("waiting for a client on {addr}"));
+    status(
+        opts,
+        &format!("waiting for a client on {}", l.local_addr()?),
+    );
+    let stream = accept(&l, Some(opts.wait))?;
+    serve(stream, opts)
+}
+
+/// `--persist`: serve until Ctrl-C, whatever test each client asks for. Each connection gets
+/// its own thread for the greeting and request (so a silent peer only ties up itself); one
+/// test runs at a time, and a client arriving meanwhile is told the server is busy. Every
+/// client is logged on stderr; none can take the server down.
+pub fn run_persistent(opts: &SessionOptions) -> Result<serde_json::Value> {
+    let l = listen(opts)?;
+    status(
+        opts,
+        &format!("serving clients on {} until Ctrl-C", l.local_addr()?),
+    );
+    let running: std::sync::Arc<std::sync::Mutex<Option<String>>> = Default::default();
+    let mut threads: Vec<std::thread::JoinHandle<()>> = Vec::new();
     loop {
-        let stream = accept(&l, (!opts.persist).then_some(opts.wait))?;
+        threads.retain(|t| !t.is_finished());
+        let stream = match l.accept() {
+            Ok((s, _)) => s,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {
+                if STOP.load(Ordering::Relaxed) {
+                    for t in threads {
+                        let _ = t.join();
+                    }
+                    bail!("interrupted");
+                }
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
+            }
+            Err(e) => bail!("accepting a client: {e}"),
+        };
+        stream.set_nonblocking(false)?;
         let peer = stream
             .peer_addr()
             .map(|a| a.to_string())
             .unwrap_or_default();
-        let result = serve(stream, opts);
-        if !opts.persist {
-            return result;
-        }
-        // A persistent server logs each client and keeps serving, whatever the client did.
-        match result {
-            Ok(_) => eprintln!("rdmadiag: served {peer}"),
-            Err(e) => eprintln!("rdmadiag: client {peer} failed: {e:#}"),
-        }
-        if STOP.load(Ordering::Relaxed) {
-            bail!("interrupted");
-        }
+        let (o, running) = (opts.clone(), running.clone());
+        threads.push(std::thread::spawn(move || {
+            let outcome = handshake(stream, &o).and_then(|(mut ch, msg)| {
+                let serving = {
+                    let mut slot = running.lock().unwrap_or_else(|p| p.into_inner());
+                    match slot.as_ref() {
+                        Some(other) => Err(other.clone()),
+                        None => {
+                            *slot = Some(peer.clone());
+                            Ok(())
+                        }
+                    }
+                };
+                match serving {
+                    Err(other) => {
+                        ch.send(&Message::Refuse {
+                            reason: format!(
+                                "busy: this server is running a test for {other}; retry in a \
+                                 moment"
+                            ),
+                        })?;
+                        Ok(None)
+                    }
+                    Ok(()) => {
+                        let r = dispatch(ch, msg, &o);
+                        *running.lock().unwrap_or_else(|p| p.into_inner()) = None;
+                        r.map(Some)
+                    }
+                }
+            });
+            match outcome {
+                Ok(Some(_)) => eprintln!("rdmadiag: served {peer}"),
+                Ok(None) => eprintln!("rdmadiag: told {peer} the server is busy"),
+                Err(e) => eprintln!("rdmadiag: client {peer} failed: {e:#}"),
+            }
+        }));
     }
 }
 
