@@ -194,3 +194,42 @@ pub fn wait_listening(port: u16, limit: std::time::Duration) {
     }
     panic!("nothing listened on port {port} within {limit:?}");
 }
+
+/// Start rdmadiag in the background with stdout/stderr captured and extra environment.
+pub fn spawn_rdmadiag_env(args: &[&str], env: &[(&str, &str)]) -> std::process::Child {
+    let mut c = Command::new(BIN);
+    c.args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.spawn().expect("spawn rdmadiag")
+}
+
+/// Every name written as `code` in docs/json.md: the fields the JSON schema documents.
+pub fn documented_json_names() -> std::collections::BTreeSet<String> {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/json.md"))
+        .expect("read docs/json.md");
+    doc.split('`')
+        .enumerate()
+        .filter(|(i, _)| i % 2 == 1)
+        .map(|(_, s)| s.trim().to_string())
+        .collect()
+}
+
+/// Every object key in `v`, recursively, except inside maps keyed by data (counter names).
+pub fn json_keys(v: &serde_json::Value, out: &mut std::collections::BTreeSet<String>) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, child) in m {
+                out.insert(k.clone());
+                if k != "counters" && k != "hw_counters" {
+                    json_keys(child, out);
+                }
+            }
+        }
+        serde_json::Value::Array(a) => a.iter().for_each(|c| json_keys(c, out)),
+        _ => {}
+    }
+}

@@ -7,6 +7,7 @@ mod common;
 mod cm;
 mod inventory;
 mod pingpong;
+mod schema;
 
 /// The lab's Soft-RoCE device.
 pub const DEV: &str = "rxe0";
