@@ -111,7 +111,6 @@ pub fn run_write(
                     bail!("interrupted");
                 }
             }
-            std::hint::spin_loop();
         }
     };
     loop {
@@ -276,7 +275,6 @@ pub fn run_serial(
             if stop.load(Ordering::Relaxed) {
                 bail!("interrupted");
             }
-            std::hint::spin_loop();
         };
         if !c.status.is_success() {
             bail!(

@@ -274,7 +274,6 @@ impl CompletionQueue {
             if n > 0 || Instant::now() >= deadline {
                 return Ok(n);
             }
-            std::hint::spin_loop();
         }
     }
 
