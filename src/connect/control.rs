@@ -304,6 +304,14 @@ impl ControlChannel {
         Ok(self.stream.try_clone()?)
     }
 
+    /// Tell the peer (best effort) that this side failed with `e`, and hand `e` back.
+    pub fn fail(&mut self, e: anyhow::Error) -> anyhow::Error {
+        let _ = self.send(&Message::Error {
+            message: format!("{e:#}"),
+        });
+        e
+    }
+
     pub fn send(&mut self, msg: &Message) -> Result<()> {
         let frame = encode(msg)?;
         self.write_all_by(&frame, msg.name())

@@ -87,13 +87,14 @@ pub fn run_write(
     let mut in_flight = 0u64;
     let start = Instant::now();
     let mut i = 0u64;
-    // Wait until the landing zone's last byte reads `want`, reaping our write completions.
-    let wait_for = |tq: &TestQp, want: u8, in_flight: &mut u64, i: u64| -> Result<()> {
+    // Wait until the landing zone's last byte is one `accept` takes; reap our writes meanwhile.
+    let wait_for = |tq: &TestQp, accept: &dyn Fn(u8) -> bool, in_flight: &mut u64, i: u64| {
         let deadline = Instant::now() + p.timeout;
         let mut spins = 0u32;
         loop {
-            if tq.mr.read_volatile(landing) == Some(want) {
-                return Ok(());
+            let seen = tq.mr.read_volatile(landing).unwrap_or(0);
+            if accept(seen) {
+                return Ok(seen);
             }
             spins = spins.wrapping_add(1);
             if spins.is_multiple_of(256) {
@@ -118,29 +119,9 @@ pub fn run_write(
         let v = if last { STOP_MARK } else { mark(i) };
         let t0 = Instant::now();
         if role == LatRole::Responder {
-            // The responder learns "last" from the mark itself.
-            let want_any = |tq: &TestQp| tq.mr.read_volatile(landing);
-            let deadline = Instant::now() + p.timeout;
-            let mut seen;
-            loop {
-                seen = want_any(tq).unwrap_or(0);
-                if seen == mark(i) || seen == STOP_MARK {
-                    break;
-                }
-                in_flight = in_flight.saturating_sub(reap(tq, &p.peer)? as u64);
-                if Instant::now() > deadline {
-                    bail!(
-                        "timed out after {} waiting for the peer's RDMA WRITE of iteration {} \
-                         from {} (is the peer still running?)",
-                        humantime::format_duration(p.timeout),
-                        i + 1,
-                        p.peer
-                    );
-                }
-                if stop.load(Ordering::Relaxed) {
-                    bail!("interrupted");
-                }
-            }
+            // The responder learns "last" from the mark itself, and echoes it.
+            let want = mark(i);
+            let seen = wait_for(tq, &|b| b == want || b == STOP_MARK, &mut in_flight, i)?;
             drain(tq, &mut in_flight, p)?;
             tq.mr.as_mut_slice()[size - 1] = seen;
             post_write(tq, remote, max_size, size, inline)?;
@@ -154,7 +135,7 @@ pub fn run_write(
         tq.mr.as_mut_slice()[size - 1] = v;
         post_write(tq, remote, max_size, size, inline)?;
         in_flight += 1;
-        wait_for(tq, v, &mut in_flight, i)?;
+        wait_for(tq, &|b| b == v, &mut in_flight, i)?;
         latency.record(t0.elapsed());
         // Off the clock: take our write's completion before the next one is posted.
         drain(tq, &mut in_flight, p)?;

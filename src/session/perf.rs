@@ -653,12 +653,7 @@ pub fn client(
         };
         let outcome = match outcome {
             Ok(o) => o,
-            Err(e) => {
-                let _ = ch.send(&Message::Error {
-                    message: format!("{e:#}"),
-                });
-                return Err(e);
-            }
+            Err(e) => return Err(ch.fail(e)),
         };
         let mine = match &outcome {
             Some(RoundOutcome::Bw(b)) => serde_json::to_value(b)?,
@@ -1000,12 +995,7 @@ pub fn serve(
                 });
                 let mine = match mine {
                     Ok(m) => m,
-                    Err(e) => {
-                        let _ = ch.send(&Message::Error {
-                            message: format!("{e:#}"),
-                        });
-                        return Err(e);
-                    }
+                    Err(e) => return Err(ch.fail(e)),
                 };
                 let theirs = match ch.recv_patient("the client's round result")? {
                     Message::RoundDone { summary } => summary,

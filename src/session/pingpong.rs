@@ -194,10 +194,7 @@ pub fn client(opts: &SessionOptions, spec: &TestSpec) -> Result<PingpongReport> 
         .connect(&remote, spec.mtu)
         .and_then(|_| check_ud_size(&tq, spec))
     {
-        let _ = ch.send(&Message::Error {
-            message: format!("{e:#}"),
-        });
-        return Err(e);
+        return Err(ch.fail(e));
     }
     finish_client(&mut ch, spec, &tq, remote, &p)
 }
@@ -251,10 +248,7 @@ pub fn serve(
         &p,
         &STOP,
     ) {
-        let _ = ch.send(&Message::Error {
-            message: format!("{e:#}"),
-        });
-        return Err(e);
+        return Err(ch.fail(e));
     }
     let summary = match ch.recv("the client's results")? {
         Message::Finished { summary } => summary.unwrap_or_default(),
@@ -275,12 +269,7 @@ fn finish_client(
     let peer = ch.peer().to_string();
     let outcome = match pingpong::run(tq, Side::Initiator, remote.qpn, remote.qkey, p, &STOP) {
         Ok(o) => o,
-        Err(e) => {
-            let _ = ch.send(&Message::Error {
-                message: format!("{e:#}"),
-            });
-            return Err(e);
-        }
+        Err(e) => return Err(ch.fail(e)),
     };
     let r = report(spec, tq, tq.endpoint(), remote, &outcome, None);
     ch.send(&Message::Finished {
@@ -391,11 +380,7 @@ fn cm_serve(
             _ => bail!("{peer} ended the run with an unexpected message"),
         }
     })();
-    if let Err(e) = &result {
-        let _ = ch.send(&Message::Error {
-            message: format!("{e:#}"),
-        });
-    }
+    let result = result.map_err(|e| ch.fail(e));
     drop(tq);
     drop(id);
     result
