@@ -6,6 +6,7 @@ mod common;
 
 mod cm;
 mod inventory;
+mod perf;
 mod pingpong;
 mod schema;
 

@@ -1,0 +1,643 @@
+//! Lab tests of bw, lat, write and read: every operation in every role (loopback, and a client
+//! with a separate server process over TCP control), the JSON of each, data verification proven
+//! with a corrupted byte, health thresholds and invalid combinations.
+//!
+//! Figures are checked for shape and consistency only (positive, ordered, one result per size),
+//! never against a speed: TCG makes every timing meaningless. Iteration counts stay small so the
+//! whole file runs in a few minutes under TCG; every process is bounded by `wait_limit`.
+
+use crate::common::*;
+use crate::require_rxe0;
+use serde_json::Value;
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+/// Longest any one process may take (each normally takes 1-5 s under TCG).
+const LIMIT: Duration = Duration::from_secs(60);
+const HOST: &str = "10.77.0.1";
+/// The GID rdmadiag picks by default on rxe0: RoCE v2, IPv4-mapped.
+const GID: &str = "::ffff:10.77.0.1";
+const CORRUPT: &str = "RDMADIAG_TEST_CORRUPT_OFFSET";
+
+/// Run rdmadiag with extra environment, bounded by LIMIT.
+fn run_env(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let t = Instant::now();
+    let what = format!("rdmadiag {}", args.join(" "));
+    let o = wait_limit(spawn_rdmadiag_env(args, env), LIMIT, &what);
+    eprintln!("{:>6.2?}  {what}", t.elapsed()); // shown with --nocapture: where the time goes
+    o
+}
+
+fn run(args: &[&str]) -> Output {
+    run_env(args, &[])
+}
+
+/// Require exit 0 and parse stdout as one JSON document.
+fn json_of(o: &Output, what: &str) -> Value {
+    assert!(
+        o.status.success(),
+        "{what} failed ({:?}): {}",
+        o.status.code(),
+        stderr(o)
+    );
+    serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{what}: invalid JSON ({e}): {}", stdout(o)))
+}
+
+/// `SUBCOMMAND --loopback ARGS... --json`, which must succeed.
+fn loopback(args: &[&str]) -> Value {
+    let mut a = vec![args[0], "--loopback"];
+    a.extend_from_slice(&args[1..]);
+    a.push("--json");
+    json_of(&run(&a), &a.join(" "))
+}
+
+/// A server process (`server_sub -p PORT --json`, no other flags: it runs what the client asks)
+/// and a client (`args[0] HOST -p PORT args[1..]`), each with its own environment.
+/// Returns (client, server) once both ended.
+fn pair(
+    server_sub: &str,
+    args: &[&str],
+    port: u16,
+    client_env: &[(&str, &str)],
+    server_env: &[(&str, &str)],
+) -> (Output, Output) {
+    let t = Instant::now();
+    let p = port.to_string();
+    let server = spawn_rdmadiag_env(
+        &[server_sub, "-p", &p, "--wait", "60s", "--json"],
+        server_env,
+    );
+    wait_listening(port, LIMIT);
+    let mut c = vec![args[0], HOST, "-p", &p];
+    c.extend_from_slice(&args[1..]);
+    let what = format!("client rdmadiag {}", c.join(" "));
+    let client = wait_limit(spawn_rdmadiag_env(&c, client_env), LIMIT, &what);
+    let server = wait_limit(
+        server,
+        LIMIT,
+        &format!("{server_sub} server on port {port}"),
+    );
+    eprintln!("{:>6.2?}  {what} (+ {server_sub} server)", t.elapsed());
+    (client, server)
+}
+
+/// Client and server both succeed; returns the client's JSON report. `args` must hold `--json`.
+fn client_server(args: &[&str], port: u16) -> Value {
+    let (c, s) = pair(args[0], args, port, &[], &[]);
+    let v = json_of(&c, &format!("client {args:?}"));
+    check_server(&s);
+    v
+}
+
+/// The server of a successful run exits 0, and prints nothing on stdout: the client prints the
+/// report (docs/json.md), even with --json.
+fn check_server(s: &Output) {
+    let err = stderr(s);
+    assert!(s.status.success(), "server failed: {err}");
+    assert!(!err.contains("panicked"), "server: {err}");
+    assert!(s.stdout.is_empty(), "server stdout: {}", stdout(s));
+}
+
+fn num(v: &Value, k: &str) -> f64 {
+    v[k].as_f64()
+        .unwrap_or_else(|| panic!("{k} is not a number in {v}"))
+}
+
+/// What every bw/lat/write/read report carries: both endpoints on rxe0 with the default GID.
+fn check_header(v: &Value, test: &str, op: &str, transport: &str) {
+    assert_eq!(v["test"], test, "{v}");
+    assert_eq!(v["op"], op, "{v}");
+    assert_eq!(v["transport"], transport, "{v}");
+    for side in ["local", "remote"] {
+        let e = &v[side];
+        assert_eq!(e["device"], "rxe0", "{side}: {e}");
+        assert_eq!(e["port"], 1, "{side}: {e}");
+        assert_eq!(e["gid"], GID, "{side}: GID picked automatically: {e}");
+        assert_eq!(e["gid_type"], "RoCE v2", "{side}: {e}");
+        assert_eq!(e["netdev"], "dummy0", "{side}: {e}");
+        assert!(e["qpn"].as_u64().is_some_and(|q| q > 0), "{side}: {e}");
+    }
+    assert_ne!(v["local"]["qpn"], v["remote"]["qpn"], "two distinct QPs");
+    assert!(v["path_mtu"].as_u64().is_some_and(|m| m >= 256), "{v}");
+    assert!(
+        v["rdmadiag_version"]
+            .as_str()
+            .is_some_and(|s| !s.is_empty())
+    );
+    for k in ["qps", "tx_depth", "cq_mod", "inline"] {
+        assert!(v[k].as_u64().is_some(), "{k} in {v}");
+    }
+    assert!(v["bidirectional"].is_boolean(), "{v}");
+}
+
+/// One size's bandwidth figures: `iters` exact when given, else at least one operation.
+fn check_bw_result(r: &Value, size: u64, iters: Option<u64>) {
+    assert_eq!(r["size"], size, "{r}");
+    let n = r["iterations"].as_u64().expect("iterations");
+    match iters {
+        Some(want) => assert_eq!(n, want, "{r}"),
+        None => assert!(n > 0, "{r}"),
+    }
+    let (peak, avg, rate) = (
+        num(r, "bw_peak_gbps"),
+        num(r, "bw_avg_gbps"),
+        num(r, "msg_rate_mpps"),
+    );
+    assert!(peak > 0.0 && avg > 0.0 && rate > 0.0, "{r}");
+    assert!(peak >= avg * 0.99, "peak below average: {r}");
+    assert!(num(r, "elapsed_s") > 0.0, "{r}");
+}
+
+/// A bw report: one result per size in `sizes`, in order. `iters` is the operations expected
+/// per size (all QPs together), None in duration mode.
+fn check_bw(v: &Value, op: &str, transport: &str, sizes: &[u64], iters: Option<u64>) {
+    check_header(v, "bw", op, transport);
+    assert!(v.get("latency_measure").is_none_or(Value::is_null), "{v}");
+    let bw = v["bw"].as_array().expect("bw[]");
+    let got: Vec<u64> = bw.iter().map(|r| r["size"].as_u64().unwrap()).collect();
+    assert_eq!(got, sizes, "one result per size, in order");
+    for (r, &size) in bw.iter().zip(sizes) {
+        check_bw_result(r, size, iters);
+        if op == "send" && transport == "RC" {
+            // The receiver's own figure: on RC it got every message.
+            let peer = &r["peer"];
+            assert!(peer.is_object(), "SEND reports the receiver: {r}");
+            check_bw_result(peer, size, iters);
+        } else if op != "send" && v["bidirectional"] == false {
+            // One-sided: the target's CPU takes no part and measures nothing.
+            assert!(r.get("peer").is_none_or(Value::is_null), "{r}");
+        }
+    }
+}
+
+/// A latency result: statistics ordered, samples counted.
+fn check_lat_result(r: &Value, size: u64, iters: Option<u64>) {
+    assert_eq!(r["size"], size, "{r}");
+    let n = r["iterations"].as_u64().expect("iterations");
+    match iters {
+        Some(want) => assert_eq!(n, want, "{r}"),
+        None => assert!(n > 0, "{r}"),
+    }
+    let samples = r["samples"].as_u64().expect("samples");
+    assert!(samples > 0 && samples <= n, "{r}");
+    let order = [
+        "min_us",
+        "median_us",
+        "p90_us",
+        "p99_us",
+        "p999_us",
+        "p9999_us",
+        "max_us",
+    ];
+    let vals: Vec<f64> = order.iter().map(|k| num(r, k)).collect();
+    assert!(vals[0] > 0.0, "{r}");
+    for (w, k) in vals.windows(2).zip(order.windows(2)) {
+        assert!(w[0] <= w[1], "{} > {}: {r}", k[0], k[1]);
+    }
+    let (avg, stdev) = (num(r, "avg_us"), num(r, "stdev_us"));
+    assert!(
+        vals[0] <= avg && avg <= vals[6],
+        "avg outside min..max: {r}"
+    );
+    assert!(stdev >= 0.0, "{r}");
+}
+
+fn measure(op: &str) -> &'static str {
+    if op == "read" {
+        "round trip"
+    } else {
+        "half round trip"
+    }
+}
+
+fn check_lat(v: &Value, op: &str, sizes: &[u64], iters: Option<u64>) {
+    check_header(v, "lat", op, "RC");
+    assert_eq!(v["latency_measure"], measure(op), "{v}");
+    let lat = v["lat"].as_array().expect("lat[]");
+    let got: Vec<u64> = lat.iter().map(|r| r["size"].as_u64().unwrap()).collect();
+    assert_eq!(got, sizes, "one result per size, in order");
+    for (r, &size) in lat.iter().zip(sizes) {
+        check_lat_result(r, size, iters);
+        assert!(
+            r.get("histogram").is_none(),
+            "histogram only when asked: {r}"
+        );
+    }
+}
+
+/// A successful write/read diagnostic: every byte verified.
+fn check_xfer(v: &Value, op: &str, size: u64, iters: u64) {
+    check_header(v, op, op, "RC");
+    assert_eq!(v["latency_measure"], "round trip", "{v}");
+    let lat = v["lat"].as_array().expect("lat[]");
+    assert_eq!(lat.len(), 1, "{v}");
+    let r = &lat[0];
+    check_lat_result(r, size, Some(iters));
+    assert_eq!(r["verified"], true, "{r}");
+    assert!(r.get("mismatch").is_none_or(Value::is_null), "{r}");
+    assert!(num(r, "bw_avg_gbps") > 0.0, "{r}");
+}
+
+/// A diagnostic whose verifying side flipped byte `offset`: exit 1, one line naming the offset
+/// and both bytes, and the same mismatch in the JSON report.
+fn check_corrupted(o: &Output, op: &str, offset: u64) {
+    assert_eq!(o.status.code(), Some(1), "{op}: {}", stderr(o));
+    let line = one_error_line(o);
+    assert!(
+        line.contains(&op.to_uppercase()) && line.contains(&format!("offset {offset}:")),
+        "{line}"
+    );
+    let hex_after = |tag: &str| -> u8 {
+        let rest = line
+            .split_once(tag)
+            .unwrap_or_else(|| panic!("no '{tag}' in {line}"))
+            .1;
+        let h: String = rest.chars().take_while(char::is_ascii_hexdigit).collect();
+        u8::from_str_radix(&h, 16).unwrap_or_else(|_| panic!("bad byte after '{tag}': {line}"))
+    };
+    let (expected, found) = (hex_after("expected 0x"), hex_after("found 0x"));
+    assert_eq!(found, expected ^ 0xff, "the hook flips every bit: {line}");
+    let v: Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{op}: the report still comes out ({e}): {}", stdout(o)));
+    let r = &v["lat"][0];
+    assert_eq!(r["verified"], false, "{r}");
+    let m = &r["mismatch"];
+    assert_eq!(m["offset"], offset, "{m}");
+    assert_eq!(m["expected"], expected, "{m}");
+    assert_eq!(m["actual"], found, "{m}");
+    assert_eq!(m["bad_bytes"], 1, "{m}");
+}
+
+#[test]
+#[ignore = "lab: needs rxe0; run by scripts/test inside the Soft-RoCE lab"]
+fn bw_loopback_every_op() {
+    require_rxe0();
+    for op in ["send", "write", "read"] {
+        let v = loopback(&["bw", "--op", op, "-s", "64K", "-n", "200"]);
+        check_bw(&v, op, "RC", &[65536], Some(200));
+        assert_eq!(v["qps"], 1);
+        assert_eq!(v["bidirectional"], false);
+        assert!(v["duration_s"].is_null(), "{v}");
+    }
+    // The table, for people.
+    let o = run(&["bw", "--loopback", "-n", "50"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("65536"), "{}", stdout(&o));
+}
+
+#[test]
+#[ignore = "lab: needs rxe0; run by scripts/test inside the Soft-RoCE lab"]
+fn bw_client_and_server_every_op() {
+    require_rxe0();
+    for (op, port) in [("send", 18900), ("write", 18901), ("read", 18902)] {
+        let v = client_server(
+            &["bw", "--op", op, "-s", "64K", "-n", "200", "--json"],
+            port,
+        );
+        check_bw(&v, op, "RC", &[65536], Some(200));
+    }
+}
+
+#[test]
+#[ignore = "lab: needs rxe0; run by scripts/test inside the Soft-RoCE lab"]
+fn bw_qps_bidirectional_and_transports() {
+    require_rxe0();
+    // Two QPs: -n counts per QP, the result counts all of them.
+    let v = loopback(&["bw", "-q", "2", "-s", "64K", "-n", "100"]);
+    check_bw(&v, "write", "RC", &[65536], Some(200));
+    assert_eq!(v["qps"], 2);
+    let v = client_server(
+        &[
+            "bw", "--op", "read", "-q", "2", "-s", "16K", "-n", "100", "--json",
+        ],
+        18903,
+    );
+    check_bw(&v, "read", "RC", &[16384], Some(200));
+    assert_eq!(v["qps"], 2);
+
+    // Both directions at once: the reverse direction is the peer's figure.
+    for (op, port) in [("write", 18904), ("send", 18905)] {
+        let v = client_server(
+            &["bw", "--op", op, "-b", "-s", "64K", "-n", "100", "--json"],
+            port,
+        );
+        check_bw(&v, op, "RC", &[65536], Some(100));
+        assert_eq!(v["bidirectional"], true);
+        let peer = &v["bw"][0]["peer"];
+        assert!(peer.is_object(), "-b reports the reverse direction: {v}");
+        check_bw_result(peer, 65536, Some(100));
+    }
+    let v = loopback(&["bw", "-b", "--op", "read", "-s", "64K", "-n", "100"]);
+    check_bw(&v, "read", "RC", &[65536], Some(100));
+    check_bw_result(&v["bw"][0]["peer"], 65536, Some(100));
+
+    // UC WRITE: every operation completes on the sender.
+    let v = loopback(&["bw", "-c", "UC", "--op", "write", "-s", "64K", "-n", "200"]);
+    check_bw(&v, "write", "UC", &[65536], Some(200));
+
+    // UD SEND: the receiver reports what arrived (datagrams may be dropped).
+    let v = loopback(&["bw", "-c", "ud", "--op", "send", "-s", "1K", "-n", "200"]);
+    check_bw(&v, "send", "UD", &[1024], Some(200));
+    let peer = &v["bw"][0]["peer"];
+    check_bw_result(peer, 1024, None);
+    assert!(peer["iterations"].as_u64().unwrap() <= 200, "{peer}");
+    let v = client_server(
+        &[
+            "bw", "-c", "UD", "--op", "send", "-s", "512", "-n", "200", "--json",
+        ],
+        18906,
+    );
+    check_bw(&v, "send", "UD", &[512], Some(200));
+    check_bw_result(&v["bw"][0]["peer"], 512, None);
+}
+
+#[test]
+#[ignore = "lab: needs rxe0; run by scripts/test inside the Soft-RoCE lab"]
+fn bw_duration_and_sweep() {
+    require_rxe0();
+    let v = loopback(&["bw", "-D", "1s", "-s", "64K"]);
+    check_bw(&v, "write", "RC", &[65536], None);
+    assert_eq!(v["duration_s"], 1.0, "{v}");
+    let v = client_server(
+        &["bw", "--op", "send", "-D", "1s", "-s", "16K", "--json"],
+        18907,
+    );
+    check_bw(&v, "send", "RC", &[16384], None);
+    assert!(v["bw"][0]["peer"].is_object(), "{v}");
+
+    // A sweep: one result per size, in the order given (not sorted).
+    let v = loopback(&["bw", "--sizes", "4K,1K,64K", "-n", "100"]);
+    check_bw(&v, "write", "RC", &[4096, 1024, 65536], Some(100));
+    let v = loopback(&["bw", "--op", "send", "--sizes", "64,64K,1K", "-n", "100"]);
+    check_bw(&v, "send", "RC", &[64, 65536, 1024], Some(100));
+    let v = client_server(
+        &[
+            "bw", "--op", "read", "--sizes", "2,4K,32K", "-n", "100", "--json",
+        ],
+        18908,
+    );
+    check_bw(&v, "read", "RC", &[2, 4096, 32768], Some(100));
+
+    // -a (23 sizes up to 8 MiB) is too slow under TCG; its conflict with -D is checked here.
+    let o = run(&["bw", "--loopback", "-a", "-D", "1s"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    one_error_line(&o);
+}
+
+#[test]
+#[ignore = "lab: needs rxe0; run by scripts/test inside the Soft-RoCE lab"]
+fn lat_loopback_every_op() {
+    require_rxe0();
+    for op in ["send", "write", "read"] {
+        let v = loopback(&["lat", "--op", op, "-n", "200"]);
+        check_lat(&v, op, &[2], Some(200));
+        assert_eq!(v["qps"], 1);
+    }
+    // A sweep, and the histogram.
+    let v = loopback(&["lat", "--sizes", "2,1K,8K", "-n", "100"]);
+    check_lat(&v, "write", &[2, 1024, 8192], Some(100));
+    for op in ["write", "read"] {
+        let v = loopback(&["lat", "--op", op, "-n", "200", "--histogram"]);
+        let r = &v["lat"][0];
+        check_lat_result(r, 2, Some(200));
+        let h = r["histogram"].as_array().expect("lat[].histogram");
+        assert!(!h.is_empty(), "{r}");
+        let mut last = 0.0;
+        let mut total = 0;
+        for b in h {
+            let le = num(b, "le_us");
+            assert!(le >= last, "buckets ascend: {h:?}");
+            last = le;
+            total += b["count"].as_u64().expect("count");
+        }
+        assert_eq!(total, r["samples"].as_u64().unwrap(), "every sample drawn");
+    }
+}
+
+#[test]
+#[ignore = "lab: needs rxe0; run by scripts/test inside the Soft-RoCE lab"]
+fn lat_client_and_server_every_op() {
+    require_rxe0();
+    for (op, port) in [("send", 18910), ("write", 18911), ("read", 18912)] {
+        let v = client_server(&["lat", "--op", op, "-n", "200", "--json"], port);
+        check_lat(&v, op, &[2], Some(200));
+    }
+}
+
+#[test]
+#[ignore = "lab: needs rxe0; run by scripts/test inside the Soft-RoCE lab"]
+fn lat_duration_keeps_percentiles() {
+    require_rxe0();
+    for op in ["send", "read"] {
+        let v = loopback(&["lat", "--op", op, "-D", "1s"]);
+        check_lat(&v, op, &[2], None);
+        assert_eq!(v["duration_s"], 1.0, "{v}");
+    }
+    let v = client_server(&["lat", "--op", "write", "-D", "1s", "--json"], 18914);
+    check_lat(&v, "write", &[2], None);
+}
+
+#[test]
+#[ignore = "lab: needs rxe0; run by scripts/test inside the Soft-RoCE lab"]
+fn write_and_read_diagnostics_verify_every_byte() {
+    require_rxe0();
+    for op in ["write", "read"] {
+        let v = loopback(&[op, "-s", "64K", "-n", "5"]);
+        check_xfer(&v, op, 65536, 5);
+        let v = loopback(&[op, "-s", "1000", "-n", "20"]);
+        check_xfer(&v, op, 1000, 20);
+    }
+    for (op, port) in [("write", 18920), ("read", 18921)] {
+        let v = client_server(&[op, "-s", "64K", "-n", "5", "--json"], port);
+        check_xfer(&v, op, 65536, 5);
+    }
+    // Any server serves any test: a `bw` server answers a READ diagnostic.
+    let (c, s) = pair(
+        "bw",
+        &["read", "-s", "4K", "-n", "5", "--json"],
+        18922,
+        &[],
+        &[],
+    );
+    let v = json_of(&c, "read client of a bw server");
+    check_xfer(&v, "read", 4096, 5);
+    check_server(&s);
+}
+
+#[test]
+#[ignore = "lab: needs rxe0; run by scripts/test inside the Soft-RoCE lab"]
+fn corrupted_bytes_are_caught_and_located() {
+    require_rxe0();
+    // READ: the client verifies what it read.
+    let o = run_env(
+        &["read", "--loopback", "-s", "64K", "-n", "3", "--json"],
+        &[(CORRUPT, "4097")],
+    );
+    check_corrupted(&o, "read", 4097);
+    let (c, s) = pair(
+        "read",
+        &["read", "-s", "64K", "-n", "3", "--json"],
+        18923,
+        &[(CORRUPT, "65535")],
+        &[],
+    );
+    check_corrupted(&c, "read", 65535);
+    assert!(!stderr(&s).contains("panicked"), "{}", stderr(&s));
+    // WRITE: the server verifies what landed in its memory; the client reports it.
+    let (c, s) = pair(
+        "write",
+        &["write", "-s", "64K", "-n", "3", "--json"],
+        18924,
+        &[],
+        &[(CORRUPT, "0")],
+    );
+    check_corrupted(&c, "write", 0);
+    assert!(!stderr(&s).contains("panicked"), "{}", stderr(&s));
+    assert!(matches!(s.status.code(), Some(0 | 1)), "{}", stderr(&s));
+    let o = run_env(
+        &["write", "--loopback", "-s", "8K", "-n", "3", "--json"],
+        &[(CORRUPT, "8191")],
+    );
+    check_corrupted(&o, "write", 8191);
+    // An offset past the buffer changes nothing.
+    let o = run_env(
+        &["read", "--loopback", "-s", "4K", "-n", "3", "--json"],
+        &[(CORRUPT, "4096")],
+    );
+    check_xfer(&json_of(&o, "read, hook past the end"), "read", 4096, 3);
+}
+
+#[test]
+#[ignore = "lab: needs rxe0; run by scripts/test inside the Soft-RoCE lab"]
+fn thresholds_exit_3_with_one_line() {
+    require_rxe0();
+    let o = run(&[
+        "bw",
+        "--loopback",
+        "-n",
+        "200",
+        "--expect-bw",
+        "1000Gb/s",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let line = one_error_line(&o);
+    assert!(
+        line.contains("bandwidth") && line.contains("1000") && line.contains("short"),
+        "{line}"
+    );
+    // The report still comes out in full.
+    let v: Value = serde_json::from_slice(&o.stdout).expect("JSON despite the shortfall");
+    check_bw(&v, "write", "RC", &[65536], Some(200));
+
+    let o = run(&["bw", "--loopback", "-n", "200", "--expect-bw", "1Mb/s"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+
+    let o = run(&[
+        "lat",
+        "--loopback",
+        "-n",
+        "200",
+        "--expect-lat",
+        "1ns",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let line = one_error_line(&o);
+    assert!(
+        line.contains("latency") && line.contains("median") && line.contains("over"),
+        "{line}"
+    );
+    check_lat(
+        &serde_json::from_slice(&o.stdout).expect("JSON despite the excess"),
+        "write",
+        &[2],
+        Some(200),
+    );
+
+    let o = run(&[
+        "lat",
+        "--loopback",
+        "-n",
+        "200",
+        "--expect-lat",
+        "10s",
+        "--expect-percentile",
+        "99",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = run(&[
+        "lat",
+        "--loopback",
+        "--op",
+        "read",
+        "-n",
+        "200",
+        "--expect-lat",
+        "1ns",
+        "--expect-percentile",
+        "99.9",
+    ]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(one_error_line(&o).contains("p99.9"), "{}", stderr(&o));
+}
+
+#[test]
+#[ignore = "lab: needs rxe0; run by scripts/test inside the Soft-RoCE lab"]
+fn invalid_combinations_are_usage_errors() {
+    require_rxe0();
+    let cases: [(&[&str], &str); 26] = [
+        (&["bw", "--op", "read", "-c", "UD"][..], "UD"),
+        (&["bw", "--op", "write", "-c", "UD"], "UD"),
+        (&["bw", "--op", "read", "-c", "UC"], "UC"),
+        (&["lat", "--op", "read", "-c", "UD"], "UD"),
+        (&["lat", "--op", "write", "-c", "UD"], "UD"),
+        (&["lat", "--op", "read", "-c", "UC"], "UC"),
+        (&["bw", "-D", "1s", "-a"], "--all"),
+        (&["lat", "-a", "-D", "1s"], "--all"),
+        (&["bw", "-D", "0s"], "duration"),
+        (&["bw", "-s", "0"], "size"),
+        (&["bw", "-s", "5G"], "5G"),
+        (&["bw", "-s", "2G"], "size"),
+        (&["lat", "--sizes", "64,0"], "size"),
+        (&["write", "-s", "0"], "size"),
+        (&["read", "-s", "5G"], "5G"),
+        (&["bw", "-n", "0"], "iters"),
+        (&["lat", "-n", "0"], "iters"),
+        (&["read", "-n", "0"], "iters"),
+        (&["bw", "-q", "0"], "qps"),
+        (&["bw", "-q", "5000"], "qps"),
+        (
+            &["lat", "--expect-percentile", "75", "--expect-lat", "5us"],
+            "75",
+        ),
+        // Should name --expect-lat; rdmadiag's one-line clap error drops the name (see report).
+        (&["lat", "--expect-percentile", "99"], "required"),
+        (&["bw", "-I", "99999999"], "inline"),
+        (&["bw", "-I", "2000", "-n", "10"], "inline"),
+        (&["bw", "--expect-bw", "fast"], "fast"),
+        (
+            &["bw", "--op", "send", "-c", "UD", "-s", "4K", "-n", "10"],
+            "MTU",
+        ),
+    ];
+    // All at once: each is refused before (or right after) opening the device, and starting a
+    // process is what costs time under TCG.
+    let running: Vec<_> = cases
+        .iter()
+        .map(|(args, needle)| {
+            let mut a = vec![args[0], "--loopback"];
+            a.extend_from_slice(&args[1..]);
+            let child = spawn_rdmadiag(&a);
+            (a, *needle, child)
+        })
+        .collect();
+    for (a, needle, child) in running {
+        let o = wait_limit(child, LIMIT, &format!("rdmadiag {a:?}"));
+        assert_eq!(o.status.code(), Some(2), "{a:?}: {}", stderr(&o));
+        let line = one_error_line(&o);
+        assert!(line.contains(needle), "{a:?}: {line}");
+        assert!(o.stdout.is_empty(), "{a:?}: {}", stdout(&o));
+    }
+}
