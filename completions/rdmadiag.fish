@@ -91,7 +91,7 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s s -l size -d 'M
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l sizes -d 'Run these sizes, in order (comma-separated, e.g. 64,4K,64K)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s n -l iters -d 'Operations per size (per QP). Default: 5000 for bw WRITE, else 1000' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s D -l duration -d 'Run each size for this long instead of a number of operations (e.g. 10s)' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s I -l inline -d 'Send messages up to this size inline (0: never). Default: 0 for bw, 236 for lat' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s I -l inline -d 'Send messages up to this size inline (0: never); more than the device allows is an error. Default: 0 for bw; for lat 236, or less if the device allows less' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s q -l qps -d 'Queue pairs to spread the operations over' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s t -l tx-depth -d 'Operations in flight per QP' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s Q -l cq-mod -d 'Request a completion every N operations' -r
@@ -130,7 +130,7 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s s -l size -d '
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l sizes -d 'Run these sizes, in order (comma-separated, e.g. 64,4K,64K)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s n -l iters -d 'Operations per size (per QP). Default: 5000 for bw WRITE, else 1000' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s D -l duration -d 'Run each size for this long instead of a number of operations (e.g. 10s)' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s I -l inline -d 'Send messages up to this size inline (0: never). Default: 0 for bw, 236 for lat' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s I -l inline -d 'Send messages up to this size inline (0: never); more than the device allows is an error. Default: 0 for bw; for lat 236, or less if the device allows less' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l expect-lat -d 'Health check: exit 3 unless the latency (median, or --expect-percentile) is at most this (e.g. 5us)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l expect-percentile -d 'Which percentile --expect-lat applies to: 50, 90, 99, 99.9 or 99.99' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l persist -d 'Server: keep serving, one client after another, whatever test each asks for'

@@ -15,7 +15,11 @@ pub const VERSION: &str = concat!(
     ")"
 );
 
-/// RDMA diagnostics: devices, ports, and (soon) latency and bandwidth tests, on one verbs core.
+/// The subcommands' names (for messages that point at a subcommand's help).
+pub const SUBCOMMANDS: &[&str] = &["devices", "ports", "pingpong", "bw", "lat", "write", "read"];
+
+/// RDMA diagnostics on one verbs core: devices and ports, ping-pong, bandwidth and latency of
+/// SEND, WRITE and READ, and data verification; JSON for scripts, exit codes for health checks.
 #[derive(Debug, Parser)]
 #[command(name = "rdmadiag", version = VERSION, propagate_version = true)]
 #[command(after_help = "Exit status: 0 ok, 1 runtime failure, 2 usage error, 3 threshold not met.")]
@@ -264,7 +268,8 @@ pub struct PerfCommon {
     #[arg(long = "vs-tcp")]
     pub vs_tcp: bool,
 
-    /// Send messages up to this size inline (0: never). Default: 0 for bw, 236 for lat.
+    /// Send messages up to this size inline (0: never); more than the device allows is an error.
+    /// Default: 0 for bw; for lat 236, or less if the device allows less.
     #[arg(short = 'I', long = "inline", value_name = "BYTES",
           value_parser = clap::value_parser!(u32).range(0..=1_048_576))]
     pub inline: Option<u32>,

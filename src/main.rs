@@ -17,11 +17,7 @@ fn main() -> ExitCode {
             return ExitCode::from(exit::USAGE);
         }
         Err(e) => {
-            // One line: clap's first line names the flag and the problem.
-            let text = e.render().to_string();
-            let first = text.lines().next().unwrap_or("invalid command line");
-            let first = first.strip_prefix("error: ").unwrap_or(first);
-            eprintln!("rdmadiag: {first} (see 'rdmadiag --help')");
+            eprintln!("rdmadiag: {}", usage_line(&e.render().to_string()));
             return ExitCode::from(exit::USAGE);
         }
     };
@@ -45,4 +41,31 @@ fn install_ctrl_c() {
             std::process::exit(130);
         }
     });
+}
+
+/// clap's error as one line: its first line, the indented lines that continue it (the names of
+/// missing arguments), and where to read more.
+fn usage_line(rendered: &str) -> String {
+    let mut lines = rendered.lines();
+    let first = lines.next().unwrap_or("invalid command line");
+    let mut line = first.strip_prefix("error: ").unwrap_or(first).to_string();
+    let more: Vec<&str> = lines
+        .take_while(|l| !l.trim().is_empty())
+        .filter(|l| l.starts_with("  "))
+        .map(str::trim)
+        .collect();
+    if !more.is_empty() {
+        line = format!(
+            "{} {}",
+            line.trim_end_matches(':').trim_end(),
+            more.join(", ")
+        );
+    }
+    let sub = std::env::args()
+        .nth(1)
+        .filter(|a| rdmadiag::cli::SUBCOMMANDS.contains(&a.as_str()));
+    match sub {
+        Some(s) => format!("{line} (see 'rdmadiag {s} --help')"),
+        None => format!("{line} (see 'rdmadiag --help')"),
+    }
 }

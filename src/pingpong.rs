@@ -9,7 +9,13 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-const SEND_ID: u64 = u64::MAX;
+/// Send work requests carry this bit and their sequence number in their id.
+const SEND_BIT: u64 = 1 << 63;
+/// Request a completion for every this many sends (and the last): fewer completions to reap on
+/// the critical path, as perftest's CQ moderation does. The send queue holds several times more.
+const SIGNAL_EVERY: u64 = 16;
+/// Sends allowed in flight before the send queue counts as full (it holds 64).
+const SEND_WINDOW: u64 = 48;
 
 /// What a ping-pong run needs besides the QP.
 #[derive(Debug, Clone)]
@@ -145,7 +151,7 @@ fn check(c: &Completion, what: &str) -> Result<()> {
     }
     bail!(
         "{what}: the {} completed with {}: {} (vendor error 0x{:x})",
-        if c.wr_id == SEND_ID {
+        if c.wr_id & SEND_BIT != 0 {
             "send"
         } else {
             "receive"
@@ -159,13 +165,16 @@ fn check(c: &Completion, what: &str) -> Result<()> {
 /// Immediate value marking the initiator's last message.
 pub const LAST_IMM: u32 = 0x4c41_5354;
 
+/// Post send number `seq`; `last` is the final one (signaled; marked when `mark`).
 fn send_reply(
     tq: &TestQp,
     p: &PingpongParams,
-    remote_qpn: u32,
-    remote_qkey: u32,
+    remote: (u32, u32),
+    seq: u64,
     last: bool,
+    mark: bool,
 ) -> Result<()> {
+    let (remote_qpn, remote_qkey) = remote;
     let inline = p.size <= p.inline_max.min(tq.qp.caps().max_inline_data as usize) && p.size > 0;
     let ud = match (&tq.ah, tq.transport) {
         (Some(ah), Transport::Ud) => Some(UdDest {
@@ -176,15 +185,15 @@ fn send_reply(
         _ => None,
     };
     tq.qp.post_send(&SendRequest {
-        wr_id: SEND_ID,
-        op: if last {
+        wr_id: SEND_BIT | seq,
+        op: if last && mark {
             SendOp::SendWithImm(LAST_IMM)
         } else {
             SendOp::Send
         },
         mr: &tq.mr,
         range: 0..p.size,
-        signaled: true,
+        signaled: last || (seq + 1).is_multiple_of(SIGNAL_EVERY),
         inline,
         ud,
     })?;
@@ -211,7 +220,9 @@ pub fn run(
 ) -> Result<PingpongOutcome> {
     let mut poller = Poller::new(&tq.cq, p.events);
     let mut latency = LatencyRecorder::new();
-    let mut outstanding_sends = 0u32;
+    // Sends posted, and sends known complete (through the signaled ones).
+    let (mut sent, mut acked) = (0u64, 0u64);
+    let remote = (remote_qpn, remote_qkey);
     let mut start = None;
     let mut last_reply: Option<Instant> = None;
     let mut rounds = 0u64;
@@ -240,8 +251,11 @@ pub fn run(
         if side == Side::Initiator {
             start.get_or_insert(t0);
             last |= run_until.is_some_and(|u| t0 >= u);
-            send_reply(tq, p, remote_qpn, remote_qkey, last && p.mark_last)?;
-            outstanding_sends += 1;
+            if sent - acked >= SEND_WINDOW {
+                bail!("the send queue to {} stopped draining", p.peer);
+            }
+            send_reply(tq, p, remote, sent, last, p.mark_last)?;
+            sent += 1;
         }
         // Wait for the peer's message (and, on the initiator, reap our send on the way).
         let got = loop {
@@ -253,8 +267,8 @@ pub fn run(
                 return Err(wait_err(i, "the message"));
             };
             check(&c, &format!("round trip {}{of_n} with {}", i + 1, p.peer))?;
-            if c.wr_id == SEND_ID {
-                outstanding_sends -= 1;
+            if c.wr_id & SEND_BIT != 0 {
+                acked = (c.wr_id & !SEND_BIT) + 1;
                 continue;
             }
             break c;
@@ -268,8 +282,11 @@ pub fn run(
                 start.get_or_insert(t0);
                 last_reply = Some(Instant::now());
                 last |= got.imm_data == Some(LAST_IMM);
-                send_reply(tq, p, remote_qpn, remote_qkey, false)?;
-                outstanding_sends += 1;
+                if sent - acked >= SEND_WINDOW {
+                    bail!("the send queue to {} stopped draining", p.peer);
+                }
+                send_reply(tq, p, remote, sent, last, false)?;
+                sent += 1;
             }
         }
         // Replace the consumed receive after the reply is on its way (off the critical path).
@@ -280,7 +297,7 @@ pub fn run(
         }
     }
     // Reap the sends still in flight, so the peer has really got everything.
-    while outstanding_sends > 0 {
+    while acked < sent {
         let deadline = Instant::now() + p.timeout;
         let Some(c) = poller.next(deadline, stop)? else {
             return Err(wait_err(
@@ -289,8 +306,8 @@ pub fn run(
             ));
         };
         check(&c, &format!("the last round trip with {}", p.peer))?;
-        if c.wr_id == SEND_ID {
-            outstanding_sends -= 1;
+        if c.wr_id & SEND_BIT != 0 {
+            acked = (c.wr_id & !SEND_BIT) + 1;
         }
     }
     Ok(PingpongOutcome {

@@ -112,8 +112,8 @@ impl Drop for Live {
     }
 }
 
-/// Run a perf test in whichever role the options give; the server returns the client's report
-/// when it has one (bw/lat servers print the result of the run they served).
+/// Run a perf test in whichever role the options give. The client returns its report; a
+/// server prints nothing on stdout (docs/json.md) and returns None.
 fn run_roles(opts: &SessionOptions, spec: &TestSpec, json: bool) -> Result<Option<PerfReport>> {
     if opts.compat_ibv {
         return Err(UsageError("--compat ibv applies to pingpong only".into()).into());
@@ -161,6 +161,7 @@ fn unreachable_spec() -> PerfSpec {
         cq_mod: 1,
         post_list: 1,
         inline: 0,
+        inline_explicit: false,
         bidirectional: false,
         vs_tcp: false,
     }
@@ -199,6 +200,7 @@ pub fn run_bw(args: &BwArgs) -> Result<u8> {
         cq_mod: args.cq_mod.min(args.tx_depth),
         post_list: args.post_list.min(args.tx_depth),
         inline: c.inline.unwrap_or(0),
+        inline_explicit: c.inline.is_some(),
         bidirectional: args.bidirectional,
         vs_tcp: c.vs_tcp,
     };
@@ -235,6 +237,7 @@ pub fn run_lat(args: &LatArgs) -> Result<u8> {
         cq_mod: 1,
         post_list: 1,
         inline: c.inline.unwrap_or(236),
+        inline_explicit: c.inline.is_some(),
         bidirectional: false,
         vs_tcp: c.vs_tcp,
     };
@@ -283,6 +286,7 @@ pub fn run_xfer(args: &XferArgs, op: Op) -> Result<u8> {
             cq_mod: 1,
             post_list: 1,
             inline: 0,
+            inline_explicit: false,
             bidirectional: false,
             vs_tcp: false,
         }),
@@ -342,11 +346,11 @@ pub fn lat_excess(r: &PerfReport, expect: Duration, percentile: f64) -> Option<S
         };
         (got > want).then(|| {
             format!(
-                "latency threshold not met: {} B {name} {:.2} us, expected at most {:.2} us \
+                "latency threshold not met: {} B {name} {:.2} us, expected at most {} \
                  ({:.2} us or {:.0}% over)",
                 l.size,
                 got,
-                want,
+                humantime::format_duration(expect),
                 got - want,
                 (got - want) / want * 100.0
             )

@@ -71,6 +71,9 @@ pub struct PerfSpec {
     pub post_list: u32,
     /// Send messages up to this size inline.
     pub inline: u32,
+    /// The user asked for `inline` (-I): more than the device allows is then an error, not a cap.
+    #[serde(default)]
+    pub inline_explicit: bool,
     pub bidirectional: bool,
     /// After the RDMA rounds, run the same sizes over a plain TCP connection.
     #[serde(default)]

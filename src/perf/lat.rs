@@ -50,20 +50,76 @@ fn mark(i: u64) -> u8 {
     (i % 254) as u8 + 1
 }
 
-fn reap(tq: &TestQp, peer: &str) -> Result<usize> {
-    let mut wcs = [Completion::default(); 8];
-    let n = tq.cq.poll(&mut wcs)?;
-    for c in &wcs[..n] {
-        if !c.status.is_success() {
-            bail!(
-                "an RDMA operation with {peer} completed with {}: {} (vendor error 0x{:x})",
-                c.status,
-                c.status.likely_cause(),
-                c.vendor_err
-            );
+/// Our RDMA WRITEs: sequence-numbered, signaled every `SIGNAL_EVERY` and the last, so
+/// completions are reaped off the critical path (perftest's CQ moderation).
+#[derive(Default)]
+struct Writes {
+    sent: u64,
+    acked: u64,
+}
+
+const SIGNAL_EVERY: u64 = 16;
+/// Writes allowed in flight (the send queue holds 64).
+const WRITE_WINDOW: u64 = 48;
+
+impl Writes {
+    fn reap(&mut self, tq: &TestQp, peer: &str) -> Result<()> {
+        let mut wcs = [Completion::default(); 8];
+        let n = tq.cq.poll(&mut wcs)?;
+        for c in &wcs[..n] {
+            if !c.status.is_success() {
+                bail!(
+                    "an RDMA operation with {peer} completed with {}: {} (vendor error 0x{:x})",
+                    c.status,
+                    c.status.likely_cause(),
+                    c.vendor_err
+                );
+            }
+            self.acked = self.acked.max(c.wr_id + 1);
         }
+        Ok(())
     }
-    Ok(n)
+
+    /// Reap until fewer than `window` writes are in flight (1: all of them done).
+    fn wait_room(&mut self, tq: &TestQp, p: &LatParams, window: u64) -> Result<()> {
+        let deadline = Instant::now() + p.timeout;
+        while self.sent - self.acked >= window {
+            self.reap(tq, &p.peer)?;
+            if self.sent - self.acked >= window && Instant::now() > deadline {
+                bail!(
+                    "our RDMA WRITE to {} did not complete within {}",
+                    p.peer,
+                    humantime::format_duration(p.timeout)
+                );
+            }
+        }
+        Ok(())
+    }
+
+    fn post(
+        &mut self,
+        tq: &TestQp,
+        to: (RemoteMemory, usize),
+        size: usize,
+        inline: bool,
+        last: bool,
+    ) -> Result<()> {
+        let (remote, max_size) = to;
+        tq.qp.post_send(&SendRequest {
+            wr_id: self.sent,
+            op: SendOp::Write {
+                remote_addr: remote.addr + max_size as u64,
+                rkey: remote.rkey,
+            },
+            mr: &tq.mr,
+            range: 0..size,
+            signaled: last || (self.sent + 1).is_multiple_of(SIGNAL_EVERY),
+            inline,
+            ud: None,
+        })?;
+        self.sent += 1;
+        Ok(())
+    }
 }
 
 /// WRITE latency, either side. The landing zone of `size` bytes starts at `max_size`.
@@ -84,11 +140,11 @@ pub fn run_write(
     let total = p.iterations.unwrap_or(u64::MAX);
     let run_until = p.duration.map(|d| Instant::now() + d);
     let mut latency = LatencyRecorder::new();
-    let mut in_flight = 0u64;
+    let mut writes = Writes::default();
     let start = Instant::now();
     let mut i = 0u64;
     // Wait until the landing zone's last byte is one `accept` takes; reap our writes meanwhile.
-    let wait_for = |tq: &TestQp, accept: &dyn Fn(u8) -> bool, in_flight: &mut u64, i: u64| {
+    let wait_for = |tq: &TestQp, accept: &dyn Fn(u8) -> bool, writes: &mut Writes, i: u64| {
         let deadline = Instant::now() + p.timeout;
         let mut spins = 0u32;
         loop {
@@ -98,7 +154,7 @@ pub fn run_write(
             }
             spins = spins.wrapping_add(1);
             if spins.is_multiple_of(256) {
-                *in_flight = in_flight.saturating_sub(reap(tq, &p.peer)? as u64);
+                writes.reap(tq, &p.peer)?;
                 if Instant::now() > deadline {
                     bail!(
                         "timed out after {} waiting for the peer's RDMA WRITE of iteration {} \
@@ -121,11 +177,11 @@ pub fn run_write(
         if role == LatRole::Responder {
             // The responder learns "last" from the mark itself, and echoes it.
             let want = mark(i);
-            let seen = wait_for(tq, &|b| b == want || b == STOP_MARK, &mut in_flight, i)?;
-            drain(tq, &mut in_flight, p)?;
+            let seen = wait_for(tq, &|b| b == want || b == STOP_MARK, &mut writes, i)?;
+            writes.wait_room(tq, p, WRITE_WINDOW)?;
             tq.mr.as_mut_slice()[size - 1] = seen;
-            post_write(tq, remote, max_size, size, inline)?;
-            in_flight += 1;
+            let last = seen == STOP_MARK || i + 1 >= total;
+            writes.post(tq, (remote, max_size), size, inline, last)?;
             i += 1;
             if seen == STOP_MARK || i >= total {
                 break;
@@ -133,61 +189,22 @@ pub fn run_write(
             continue;
         }
         tq.mr.as_mut_slice()[size - 1] = v;
-        post_write(tq, remote, max_size, size, inline)?;
-        in_flight += 1;
-        wait_for(tq, &|b| b == v, &mut in_flight, i)?;
+        writes.post(tq, (remote, max_size), size, inline, last)?;
+        wait_for(tq, &|b| b == v, &mut writes, i)?;
         latency.record(t0.elapsed());
-        // Off the clock: take our write's completion before the next one is posted.
-        drain(tq, &mut in_flight, p)?;
+        // Off the clock: keep the send queue from filling.
+        writes.wait_room(tq, p, WRITE_WINDOW)?;
         i += 1;
         if last {
             break;
         }
     }
-    drain(tq, &mut in_flight, p)?;
+    writes.wait_room(tq, p, 1)?;
     Ok(LatOutcome {
         latency,
         iterations: i,
         elapsed: start.elapsed(),
     })
-}
-
-/// Reap our earlier writes until none is in flight (the send queue holds one at a time).
-fn drain(tq: &TestQp, in_flight: &mut u64, p: &LatParams) -> Result<()> {
-    let deadline = Instant::now() + p.timeout;
-    while *in_flight > 0 {
-        *in_flight = in_flight.saturating_sub(reap(tq, &p.peer)? as u64);
-        if *in_flight > 0 && Instant::now() > deadline {
-            bail!(
-                "our RDMA WRITE to {} did not complete within {}",
-                p.peer,
-                humantime::format_duration(p.timeout)
-            );
-        }
-    }
-    Ok(())
-}
-
-fn post_write(
-    tq: &TestQp,
-    remote: RemoteMemory,
-    max_size: usize,
-    size: usize,
-    inline: bool,
-) -> Result<()> {
-    tq.qp.post_send(&SendRequest {
-        wr_id: 1,
-        op: SendOp::Write {
-            remote_addr: remote.addr + max_size as u64,
-            rkey: remote.rkey,
-        },
-        mr: &tq.mr,
-        range: 0..size,
-        signaled: true,
-        inline,
-        ud: None,
-    })?;
-    Ok(())
 }
 
 /// One-sided operations one at a time, each timed to its completion (the responder's CPU takes

@@ -155,7 +155,9 @@ pub fn validate(spec: &TestSpec) -> Result<(Kind, PerfSpec), String> {
         return Err("no message size given".into());
     }
     if let Some(&bad) = p.sizes.iter().find(|&&s| s == 0 || s > MAX_SIZE) {
-        return Err(format!("size {bad} is outside 1..={MAX_SIZE}"));
+        return Err(format!(
+            "message size {bad} (-s/--sizes) is outside 1..={MAX_SIZE}"
+        ));
     }
     if p.iterations == Some(0) {
         return Err("iterations must be at least 1".into());
@@ -222,10 +224,13 @@ fn shape(spec: &TestSpec, kind: Kind, p: &PerfSpec, server: bool, max_inline: u3
     let reads = if p.op == Op::Read { 16 } else { 1 };
     QpShape {
         transport: spec.transport,
-        send_depth: (p.tx_depth + 1).max(16),
+        send_depth: (p.tx_depth + 1).max(64),
         recv_depth: if p.op == Op::Send { RX_DEPTH } else { 1 },
         buffer_len: len,
-        max_inline: p.inline.min(max_inline),
+        max_inline: p
+            .inline
+            .min(max_inline)
+            .max(if p.inline_explicit { p.inline } else { 0 }),
         access,
         events: false,
         rd_atomic: reads,
@@ -535,12 +540,17 @@ fn prepare_round(qps: &mut [TestQp], kind: Kind, p: &PerfSpec, size: u32, server
     }
 }
 
-fn check_inline(spec: &TestSpec, p: &PerfSpec, local: &LocalPort) -> Result<()> {
-    let _ = (spec, local);
-    if p.inline > 1024 {
+/// `-I N` asks for N bytes of inline data: refuse (exit 2) if the device granted less.
+fn check_inline(p: &PerfSpec, qps: &[TestQp]) -> Result<()> {
+    let granted = qps
+        .iter()
+        .map(|q| q.qp.caps().max_inline_data)
+        .min()
+        .unwrap_or(0);
+    if p.inline_explicit && granted < p.inline {
+        let dev = qps.first().map_or("the device", |q| q.local.ctx.name());
         return Err(UsageError(format!(
-            "-I {}: inline data is limited to 1024 bytes here (devices allow less; rxe and most \
-             NICs take 64 to 256)",
+            "-I {}: {dev} allows at most {granted} bytes of inline data",
             p.inline
         ))
         .into());
@@ -562,7 +572,6 @@ pub fn client(
     let peer = ch.peer().to_string();
     ch.greet()?;
     let local = choose_port(&opts.choice, Some(local_ip))?;
-    check_inline(spec, &p, &local)?;
     if spec.transport == Transport::Ud {
         let mtu = local.active_mtu().bytes();
         if max_size(&p) > mtu as usize {
@@ -591,6 +600,7 @@ pub fn client(
         )?
     } else {
         let mut qps = make_qps(&local, client_shape, n)?;
+        check_inline(&p, &qps)?;
         prepare_receives(&qps, kind, &p, spec)?;
         ch.send(&Message::PerfRequest {
             spec: spec.clone(),
@@ -610,7 +620,13 @@ pub fn client(
         qps: qps.len() as u32,
         tx_depth: p.tx_depth,
         cq_mod: p.cq_mod,
-        inline: p.inline,
+        // What is really sent inline: the request, capped by what the device granted.
+        inline: p.inline.min(
+            qps.iter()
+                .map(|q| q.qp.caps().max_inline_data)
+                .min()
+                .unwrap_or(0),
+        ),
         bidirectional: p.bidirectional,
         duration_s: p.duration_ms.map(|d| d as f64 / 1000.0),
         latency_measure: match (kind, p.op) {
@@ -856,6 +872,7 @@ fn cm_client_connect(
             Some(local_ip),
         )?;
         let mut tq = make_qps(&local, shape, 1)?.remove(0);
+        check_inline(p, std::slice::from_ref(&tq))?;
         prepare_receives(std::slice::from_ref(&tq), kind, p, spec)?;
         id.connect_with(&tq.qp, &[], cm_params(&tq), opts.timeout)?;
         tq.path_mtu = Some(tq.local.active_mtu());
@@ -971,6 +988,8 @@ pub fn serve(
     })?;
     let progress = Progress::default();
     let mut last = serde_json::Value::Null;
+    // A failed verification ends this side non-zero too, after the protocol is finished.
+    let mut failed: Option<String> = None;
     loop {
         match ch.recv_patient("the next round")? {
             Message::Round { size } => {
@@ -1016,6 +1035,9 @@ pub fn serve(
                         let m = verify::verify(buf, size as u64);
                         if let Some(m) = m {
                             status(opts, &format!("round of {size} bytes: {m}"));
+                            failed.get_or_insert(format!(
+                                "RDMA WRITE verification of {size} bytes from {peer} failed: {m}"
+                            ));
                         }
                         serde_json::json!({ "mismatch": m, "cpu_s": cpu })
                     }
@@ -1031,6 +1053,9 @@ pub fn serve(
             }
             Message::Finished { .. } => {
                 ch.send(&Message::Finished { summary: None })?;
+                if let Some(f) = failed {
+                    bail!(f);
+                }
                 return Ok(last);
             }
             _ => bail!("{peer} sent an unexpected message between rounds"),
@@ -1062,6 +1087,7 @@ mod tests {
                 cq_mod: 100,
                 post_list: 16,
                 inline: 0,
+                inline_explicit: false,
                 bidirectional: false,
                 vs_tcp: false,
             }),

@@ -62,7 +62,7 @@ pub fn validate(spec: &TestSpec) -> Result<(), String> {
 fn shape(spec: &TestSpec) -> QpShape {
     QpShape {
         transport: spec.transport,
-        send_depth: 16,
+        send_depth: 64,
         recv_depth: spec.rx_depth,
         buffer_len: pingpong::buffer_len(spec.transport, spec.size as usize, spec.rx_depth),
         max_inline: if spec.size <= 64 { 64 } else { 0 },
