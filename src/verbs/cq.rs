@@ -96,13 +96,18 @@ impl WcStatus {
             0 => "the operation completed",
             1 => "a received message was larger than the posted receive buffer",
             2 => {
-                "the work request was invalid for this QP (e.g. too many SGEs or inline too large)"
+                "the QP could not execute the request: its port's link went down (Soft-RoCE \
+                 reports a downed netdev this way), or the request was invalid for it (too many \
+                 SGEs, inline too large)"
             }
             4 => "the local buffer is not registered, or its lkey or bounds are wrong",
             5 => "the QP went into the error state earlier; this request was flushed",
             8 => "the local memory region lacks the access rights the operation needs",
             9 => "the peer rejected the request as invalid (unsupported op or length)",
-            10 => "the peer's rkey, address or bounds are wrong, or the region lacks remote access",
+            10 => {
+                "the peer's rkey, address or bounds are wrong, the region lacks remote access, \
+                 or the peer process is exiting (its memory was released first)"
+            }
             11 => "the peer could not complete the operation",
             12 => {
                 "no acknowledgement from the peer: it is unreachable, gone, or the GID, path or \

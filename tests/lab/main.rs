@@ -5,6 +5,7 @@
 mod common;
 
 mod cm;
+mod faults;
 mod inventory;
 mod perf;
 mod pingpong;
