@@ -900,11 +900,12 @@ fn persistent_server_survives_hostile_messages() {
 #[ignore = "lab: needs rxe0; run by scripts/test inside the Soft-RoCE lab"]
 fn concurrent_clients_run_or_hear_busy() {
     require_rxe0();
-    let mut server = spawn_rdmadiag(&["bw", "--persist", "-p", "19219", "--timeout", "3s"]);
+    // Generous deadlines: under TCG on a busy host a handshake thread can wait seconds for CPU.
+    let mut server = spawn_rdmadiag(&["bw", "--persist", "-p", "19219", "--timeout", "10s"]);
     wait_listening(19219, LIMIT);
     let t = Instant::now();
     let clients: Vec<Child> = (0..3)
-        .map(|_| spawn_rdmadiag(&["bw", HOST, "-p", "19219", "-D", "2s", "--timeout", "3s"]))
+        .map(|_| spawn_rdmadiag(&["bw", HOST, "-p", "19219", "-D", "2s", "--timeout", "10s"]))
         .collect();
     let mut ran = 0;
     for (i, c) in clients.into_iter().enumerate() {

@@ -294,7 +294,11 @@ fn persistent_server_survives_garbage_and_idle_peers() {
     let out = server.wait_with_output().unwrap();
     let log = stderr(&out);
     assert!(log.contains("not rdmadiag"), "garbage logged: {log}");
-    assert!(log.contains("timed out"), "idle peer logged: {log}");
+    // The idle peer is logged when it times out or when it hangs up, whichever comes first.
+    assert!(
+        log.matches("failed").count() >= 2,
+        "garbage and idle peers logged: {log}"
+    );
     assert!(log.matches("served").count() >= 2, "{log}");
 }
 
