@@ -7,7 +7,7 @@ use crate::exit::{self, UsageError};
 use crate::output;
 use crate::perf::{Op, Progress};
 use crate::render::{self, Style};
-use crate::session::perf::{self as perf_session, Kind, PerfReport};
+use crate::session::perf::{self as perf_session, PerfReport};
 use crate::session::{self, SessionOptions};
 use anyhow::{Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -87,7 +87,7 @@ impl Live {
                 bar.set_message(format!("{size} B, {rate:.2} Gb/s"));
                 match duration {
                     Some(_) => bar.set_position(start.elapsed().as_millis() as u64),
-                    None => bar.set_position(sweep_index(size, rounds).min(rounds) as u64),
+                    None => bar.set_position(sweep_index(size).min(rounds) as u64),
                 }
             }
             bar.finish_and_clear();
@@ -99,7 +99,7 @@ impl Live {
     }
 }
 
-fn sweep_index(size: u32, _rounds: usize) -> usize {
+fn sweep_index(size: u32) -> usize {
     size.max(1).ilog2() as usize
 }
 
@@ -121,18 +121,16 @@ fn run_roles(opts: &SessionOptions, spec: &TestSpec, json: bool) -> Result<Optio
     if opts.cm && spec.transport != crate::connect::control::Transport::Rc {
         return Err(UsageError("--cm connects RC queue pairs only: use -c RC".into()).into());
     }
-    let perf = spec.perf.clone().unwrap_or_else(unreachable_spec);
+    let rounds = spec.perf.as_ref().map_or(1, |p| p.sizes.len());
+    let duration = spec
+        .perf
+        .as_ref()
+        .and_then(|p| p.duration_ms)
+        .map(Duration::from_millis);
     let progress = Arc::new(Progress::default());
     let round = Arc::new(AtomicU32::new(0));
-    let duration = perf.duration_ms.map(Duration::from_millis);
     let run_client = |o: &SessionOptions| {
-        let _live = Live::start(
-            json,
-            progress.clone(),
-            round.clone(),
-            perf.sizes.len(),
-            duration,
-        );
+        let _live = Live::start(json, progress.clone(), round.clone(), rounds, duration);
         let r = round.clone();
         perf_session::client(o, spec, &progress, &move |s| r.store(s, Ordering::Relaxed))
     };
@@ -147,23 +145,6 @@ fn run_roles(opts: &SessionOptions, spec: &TestSpec, json: bool) -> Result<Optio
     } else {
         session::run_server(opts, session::serve_client)?;
         Ok(None)
-    }
-}
-
-fn unreachable_spec() -> PerfSpec {
-    PerfSpec {
-        op: Op::Write,
-        sizes: vec![],
-        iterations: None,
-        duration_ms: None,
-        qps: 1,
-        tx_depth: 1,
-        cq_mod: 1,
-        post_list: 1,
-        inline: 0,
-        inline_explicit: false,
-        bidirectional: false,
-        vs_tcp: false,
     }
 }
 
@@ -292,7 +273,6 @@ pub fn run_xfer(args: &XferArgs, op: Op) -> Result<u8> {
         }),
     };
     perf_session::validate(&spec).map_err(UsageError)?;
-    let _ = Kind::Verify;
     let Some(report) = run_roles(&opts, &spec, args.output.json)? else {
         return Ok(exit::OK);
     };
