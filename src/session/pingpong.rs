@@ -196,7 +196,7 @@ pub fn client(opts: &SessionOptions, spec: &TestSpec) -> Result<PingpongReport> 
     {
         return Err(ch.fail(e));
     }
-    finish_client(&mut ch, spec, &tq, remote, &p)
+    finish_client(&mut ch, opts, spec, &tq, remote, &p)
 }
 
 /// Server side of one client's ping-pong request.
@@ -261,12 +261,20 @@ pub fn serve(
 /// Run the initiator and exchange the final messages; shared by both connection methods.
 fn finish_client(
     ch: &mut ControlChannel,
+    opts: &SessionOptions,
     spec: &TestSpec,
     tq: &TestQp,
     remote: Endpoint,
     p: &PingpongParams,
 ) -> Result<PingpongReport> {
     let peer = ch.peer().to_string();
+    status(
+        opts,
+        &format!(
+            "running {} round trips of {} bytes with {peer}",
+            spec.iterations, spec.size
+        ),
+    );
     let outcome = match pingpong::run(tq, Side::Initiator, remote.qpn, remote.qkey, p, &STOP) {
         Ok(o) => o,
         Err(e) => return Err(ch.fail(e)),
@@ -318,7 +326,7 @@ fn cm_client(
     };
     describe(opts, "local", &tq.endpoint());
     describe(opts, "remote", &remote);
-    let r = finish_client(&mut ch, spec, &tq, remote, &p);
+    let r = finish_client(&mut ch, opts, spec, &tq, remote, &p);
     drop(tq); // the QP goes before its cm_id
     r
 }

@@ -10,6 +10,7 @@ mod inventory;
 mod perf;
 mod pingpong;
 mod schema;
+mod watch;
 
 /// The lab's Soft-RoCE device.
 pub const DEV: &str = "rxe0";

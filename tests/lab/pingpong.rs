@@ -2,6 +2,7 @@
 
 use crate::common::*;
 use crate::require_rxe0;
+use crate::watch::{last_error_line, spawn_watched, wait_for_line};
 use serde_json::Value;
 use std::io::Write;
 use std::net::TcpStream;
@@ -202,8 +203,8 @@ fn server_killed_mid_run_ends_the_client_within_its_deadline() {
     require_rxe0();
     let mut server = spawn_rdmadiag(&["pingpong", "-p", "18705"]);
     wait_listening(18705, LIMIT);
-    // -v makes the client say on stderr when the run starts ("remote: ..." comes just before).
-    let mut client = spawn_rdmadiag(&[
+    // -v makes the client say on stderr when its round trips start ("running ...").
+    let (client, rx) = spawn_watched(&[
         "pingpong",
         HOST,
         "-p",
@@ -214,24 +215,7 @@ fn server_killed_mid_run_ends_the_client_within_its_deadline() {
         "3s",
         "-v",
     ]);
-    let err = client.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        use std::io::BufRead;
-        for line in std::io::BufReader::new(err).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let started = Instant::now();
-    loop {
-        let line = rx
-            .recv_timeout(LIMIT.saturating_sub(started.elapsed()))
-            .expect("the client announced its run");
-        if line.contains("remote:") {
-            break;
-        }
-    }
-    std::thread::sleep(Duration::from_secs(1));
+    wait_for_line(&rx, "running", Duration::from_secs(1));
     server.kill().unwrap();
     let _ = server.wait();
     let t = Instant::now();
@@ -240,10 +224,8 @@ fn server_killed_mid_run_ends_the_client_within_its_deadline() {
         Duration::from_secs(40),
         "client after the server died",
     );
-    let lines: Vec<String> = rx.try_iter().collect();
-    let last = lines.last().cloned().unwrap_or_default();
-    assert_eq!(o.status.code(), Some(1), "{lines:?}");
-    assert!(!lines.iter().any(|l| l.contains("panicked")), "{lines:?}");
+    let last = last_error_line(&rx);
+    assert_eq!(o.status.code(), Some(1), "{last}");
     assert!(
         last.contains("round trip")
             && last.contains("10.77.0.1:18705")
