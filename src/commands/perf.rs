@@ -13,7 +13,7 @@ use anyhow::{Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// perftest's -a sweep: 2 B to 8 MiB.
@@ -31,6 +31,20 @@ fn sizes(c: &PerfCommon, default: u32) -> Vec<u32> {
     }
 }
 
+/// What every bw/lat option set shares: sizes, iterations or duration, -I, --vs-tcp.
+fn measured(c: &PerfCommon, default_size: u32, default_iterations: u64) -> PerfSpec {
+    PerfSpec {
+        inline_explicit: c.inline.is_some(),
+        vs_tcp: c.vs_tcp,
+        ..PerfSpec::one_at_a_time(
+            c.op,
+            sizes(c, default_size),
+            c.iterations.unwrap_or(default_iterations),
+            c.duration,
+        )
+    }
+}
+
 fn spec(test: &str, c: &PerfCommon, opts: &SessionOptions, perf: PerfSpec) -> TestSpec {
     TestSpec {
         test: test.into(),
@@ -45,6 +59,13 @@ fn spec(test: &str, c: &PerfCommon, opts: &SessionOptions, perf: PerfSpec) -> Te
     }
 }
 
+/// Which round the client is in: its message size and how many rounds have started.
+#[derive(Default)]
+struct Rounds {
+    size: AtomicU32,
+    started: AtomicUsize,
+}
+
 /// A live line on stderr for duration runs and sweeps: only on a terminal, never with --json.
 struct Live {
     done: Arc<AtomicBool>,
@@ -55,7 +76,7 @@ impl Live {
     fn start(
         json: bool,
         progress: Arc<Progress>,
-        round: Arc<AtomicU32>,
+        round: Arc<Rounds>,
         rounds: usize,
         duration: Option<Duration>,
     ) -> Option<Live> {
@@ -83,11 +104,15 @@ impl Live {
                 let dt = now.duration_since(last_t).as_secs_f64().max(1e-3);
                 let rate = bytes.saturating_sub(last_bytes) as f64 * 8.0 / dt / 1e9;
                 (last_bytes, last_t) = (bytes, now);
-                let size = round.load(Ordering::Relaxed);
+                let size = round.size.load(Ordering::Relaxed);
                 bar.set_message(format!("{size} B, {rate:.2} Gb/s"));
                 match duration {
                     Some(_) => bar.set_position(start.elapsed().as_millis() as u64),
-                    None => bar.set_position(sweep_index(size).min(rounds) as u64),
+                    // Rounds finished: the one under way has started but not ended.
+                    None => {
+                        let done = round.started.load(Ordering::Relaxed).saturating_sub(1);
+                        bar.set_position(done.min(rounds) as u64)
+                    }
                 }
             }
             bar.finish_and_clear();
@@ -97,10 +122,6 @@ impl Live {
             thread: Some(thread),
         })
     }
-}
-
-fn sweep_index(size: u32) -> usize {
-    size.max(1).ilog2() as usize
 }
 
 impl Drop for Live {
@@ -128,11 +149,14 @@ fn run_roles(opts: &SessionOptions, spec: &TestSpec, json: bool) -> Result<Optio
         .and_then(|p| p.duration_ms)
         .map(Duration::from_millis);
     let progress = Arc::new(Progress::default());
-    let round = Arc::new(AtomicU32::new(0));
+    let round = Arc::new(Rounds::default());
     let run_client = |o: &SessionOptions| {
         let _live = Live::start(json, progress.clone(), round.clone(), rounds, duration);
         let r = round.clone();
-        perf_session::client(o, spec, &progress, &move |s| r.store(s, Ordering::Relaxed))
+        perf_session::client(o, spec, &progress, &move |s| {
+            r.size.store(s, Ordering::Relaxed);
+            r.started.fetch_add(1, Ordering::Relaxed);
+        })
     };
     if opts.loopback {
         Ok(Some(session::run_loopback(
@@ -168,22 +192,13 @@ pub fn run_bw(args: &BwArgs) -> Result<u8> {
     let opts = session_options(&c.connect)?;
     let default_iters = if c.op == Op::Write { 5000 } else { 1000 };
     let perf = PerfSpec {
-        op: c.op,
-        sizes: sizes(c, 65536),
-        iterations: if c.duration.is_some() {
-            None
-        } else {
-            Some(c.iterations.unwrap_or(default_iters))
-        },
-        duration_ms: c.duration.map(|d| d.as_millis().max(1) as u64),
         qps: args.qps,
         tx_depth: args.tx_depth,
         cq_mod: args.cq_mod.min(args.tx_depth),
         post_list: args.post_list.min(args.tx_depth),
         inline: c.inline.unwrap_or(0),
-        inline_explicit: c.inline.is_some(),
         bidirectional: args.bidirectional,
-        vs_tcp: c.vs_tcp,
+        ..measured(c, 65536, default_iters)
     };
     let spec = spec("bw", c, &opts, perf);
     perf_session::validate(&spec).map_err(UsageError)?;
@@ -205,22 +220,8 @@ pub fn run_lat(args: &LatArgs) -> Result<u8> {
     check_common(c)?;
     let opts = session_options(&c.connect)?;
     let perf = PerfSpec {
-        op: c.op,
-        sizes: sizes(c, 2),
-        iterations: if c.duration.is_some() {
-            None
-        } else {
-            Some(c.iterations.unwrap_or(1000))
-        },
-        duration_ms: c.duration.map(|d| d.as_millis().max(1) as u64),
-        qps: 1,
-        tx_depth: 1,
-        cq_mod: 1,
-        post_list: 1,
         inline: c.inline.unwrap_or(236),
-        inline_explicit: c.inline.is_some(),
-        bidirectional: false,
-        vs_tcp: c.vs_tcp,
+        ..measured(c, 2, 1000)
     };
     let spec = spec("lat", c, &opts, perf);
     perf_session::validate(&spec).map_err(UsageError)?;
@@ -257,20 +258,12 @@ pub fn run_xfer(args: &XferArgs, op: Op) -> Result<u8> {
         events: false,
         mtu: opts.mtu,
         cm: opts.cm,
-        perf: Some(PerfSpec {
+        perf: Some(PerfSpec::one_at_a_time(
             op,
-            sizes: vec![args.size],
-            iterations: Some(args.iterations),
-            duration_ms: None,
-            qps: 1,
-            tx_depth: 1,
-            cq_mod: 1,
-            post_list: 1,
-            inline: 0,
-            inline_explicit: false,
-            bidirectional: false,
-            vs_tcp: false,
-        }),
+            vec![args.size],
+            args.iterations,
+            None,
+        )),
     };
     perf_session::validate(&spec).map_err(UsageError)?;
     let Some(report) = run_roles(&opts, &spec, args.output.json)? else {

@@ -80,6 +80,32 @@ pub struct PerfSpec {
     pub vs_tcp: bool,
 }
 
+impl PerfSpec {
+    /// One QP, one request in flight, nothing inline: the shape of the latency tests and of the
+    /// WRITE/READ diagnostics, which bandwidth tests widen. `duration` replaces `iterations`.
+    pub fn one_at_a_time(
+        op: crate::perf::Op,
+        sizes: Vec<u32>,
+        iterations: u64,
+        duration: Option<Duration>,
+    ) -> PerfSpec {
+        PerfSpec {
+            op,
+            sizes,
+            iterations: duration.is_none().then_some(iterations),
+            duration_ms: duration.map(|d| d.as_millis().max(1) as u64),
+            qps: 1,
+            tx_depth: 1,
+            cq_mod: 1,
+            post_list: 1,
+            inline: 0,
+            inline_explicit: false,
+            bidirectional: false,
+            vs_tcp: false,
+        }
+    }
+}
+
 /// One control message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
