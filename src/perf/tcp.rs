@@ -22,13 +22,11 @@ fn prepare(s: &TcpStream, timeout: Duration) -> Result<()> {
     Ok(())
 }
 
-fn read_full(s: &mut TcpStream, buf: &mut [u8], what: &str) -> Result<bool> {
-    let mut got = 0;
-    while got < buf.len() {
-        match s.read(&mut buf[got..]) {
-            Ok(0) if got == 0 => return Ok(false),
-            Ok(0) => bail!("the TCP peer closed in the middle of {what}"),
-            Ok(n) => got += n,
+/// One read: 0 at end of file; a timeout or error names what was waited for.
+fn read_some(s: &mut TcpStream, buf: &mut [u8], what: &str) -> Result<usize> {
+    loop {
+        match s.read(buf) {
+            Ok(n) => return Ok(n),
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
                 bail!("timed out on the TCP connection waiting for {what}")
@@ -36,7 +34,41 @@ fn read_full(s: &mut TcpStream, buf: &mut [u8], what: &str) -> Result<bool> {
             Err(e) => bail!("TCP {what}: {e}"),
         }
     }
+}
+
+/// Fill `buf`; false when the peer closed before its first byte.
+fn read_full(s: &mut TcpStream, buf: &mut [u8], what: &str) -> Result<bool> {
+    let mut got = 0;
+    while got < buf.len() {
+        match read_some(s, &mut buf[got..], what)? {
+            0 if got == 0 => return Ok(false),
+            0 => bail!("the TCP peer closed in the middle of {what}"),
+            n => got += n,
+        }
+    }
     Ok(true)
+}
+
+/// Run `one` for `iterations` or until `duration` has passed (Ctrl-C stops it); returns how
+/// many ran and when the first began.
+fn repeat(
+    iterations: Option<u64>,
+    duration: Option<Duration>,
+    stop: &AtomicBool,
+    mut one: impl FnMut() -> Result<()>,
+) -> Result<(u64, Instant)> {
+    let start = Instant::now();
+    let until = duration.map(|d| start + d);
+    let total = iterations.unwrap_or(u64::MAX);
+    let mut n = 0u64;
+    while n < total && until.is_none_or(|u| Instant::now() < u) {
+        one()?;
+        n += 1;
+        if stop.load(Ordering::Relaxed) {
+            bail!("interrupted");
+        }
+    }
+    Ok((n, start))
 }
 
 /// Sender of a bandwidth round: `size`-byte writes, then close the write side.
@@ -50,17 +82,7 @@ pub fn bw_send(
 ) -> Result<TcpOutcome> {
     prepare(&s, timeout)?;
     let buf = vec![0x5au8; size];
-    let start = Instant::now();
-    let until = duration.map(|d| start + d);
-    let total = iterations.unwrap_or(u64::MAX);
-    let mut n = 0u64;
-    while n < total && until.is_none_or(|u| Instant::now() < u) {
-        s.write_all(&buf)?;
-        n += 1;
-        if stop.load(Ordering::Relaxed) {
-            bail!("interrupted");
-        }
-    }
+    let (n, start) = repeat(iterations, duration, stop, || Ok(s.write_all(&buf)?))?;
     s.shutdown(std::net::Shutdown::Write)?;
     // Wait for the receiver's one-byte acknowledgement that it has read everything.
     let mut ack = [0u8; 1];
@@ -80,14 +102,12 @@ pub fn bw_recv(mut s: TcpStream, size: usize, timeout: Duration) -> Result<TcpOu
     let mut bytes = 0u64;
     let mut start = None;
     loop {
-        match s.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
+        match read_some(&mut s, &mut buf, "the bandwidth round's data")? {
+            0 => break,
+            n => {
                 start.get_or_insert_with(Instant::now);
                 bytes += n as u64;
             }
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) => bail!("TCP bandwidth round: {e}"),
         }
     }
     s.write_all(&[1])?;
@@ -112,22 +132,15 @@ pub fn lat_ping(
     let out = vec![0x5au8; size];
     let mut back = vec![0u8; size];
     let mut latency = LatencyRecorder::new();
-    let start = Instant::now();
-    let until = duration.map(|d| start + d);
-    let total = iterations.unwrap_or(u64::MAX);
-    let mut n = 0u64;
-    while n < total && until.is_none_or(|u| Instant::now() < u) {
+    let (n, start) = repeat(iterations, duration, stop, || {
         let t0 = Instant::now();
         s.write_all(&out)?;
         if !read_full(&mut s, &mut back, "the echo")? {
             bail!("the TCP peer closed the latency round early");
         }
         latency.record(t0.elapsed());
-        n += 1;
-        if stop.load(Ordering::Relaxed) {
-            bail!("interrupted");
-        }
-    }
+        Ok(())
+    })?;
     s.shutdown(std::net::Shutdown::Write)?;
     Ok(TcpOutcome {
         messages: n,
