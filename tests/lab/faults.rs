@@ -87,16 +87,35 @@ fn perf_spec(qps: Value, sizes: Value, iterations: Value) -> Value {
     })
 }
 
+/// A fake server: its thread, and when it accepted its client (where a fault case's clock
+/// starts, so that a slow process start on a loaded host is not counted against the client).
+struct FakeServer {
+    thread: std::thread::JoinHandle<()>,
+    accepted: Receiver<Instant>,
+}
+
+impl FakeServer {
+    fn accepted_at(&self) -> Instant {
+        self.accepted
+            .recv_timeout(LIMIT)
+            .expect("the client connected to the fake server")
+    }
+
+    fn join(self) {
+        self.thread.join().unwrap()
+    }
+}
+
 /// Listen on `port` now (so a client may connect at once) and hand the first connection to `f`.
-fn fake_server(
-    port: u16,
-    f: impl FnOnce(TcpStream) + Send + 'static,
-) -> std::thread::JoinHandle<()> {
+fn fake_server(port: u16, f: impl FnOnce(TcpStream) + Send + 'static) -> FakeServer {
     let l = TcpListener::bind(("0.0.0.0", port)).expect("bind the fake server");
-    std::thread::spawn(move || {
+    let (tx, accepted) = channel();
+    let thread = std::thread::spawn(move || {
         let (s, _) = l.accept().expect("accept");
+        let _ = tx.send(Instant::now());
         f(s)
-    })
+    });
+    FakeServer { thread, accepted }
 }
 
 /// Wait for `child` (bounded by `limit`) and return its output and the time since `since`.
@@ -143,14 +162,15 @@ fn peer_gone_during_handshake_client_role() {
     let fake = fake_server(19201, |mut s| {
         s.write_all(&MAGIC[..4]).unwrap();
     });
-    let t = Instant::now();
+    let client = spawn_rdmadiag(&["pingpong", HOST, "-p", "19201", "--timeout", "3s"]);
+    let t = fake.accepted_at();
     let (o, took) = timed_wait(
-        spawn_rdmadiag(&["pingpong", HOST, "-p", "19201", "--timeout", "3s"]),
+        client,
         LIMIT,
         t,
         "client of a server that vanished mid-greeting",
     );
-    fake.join().unwrap();
+    fake.join();
     let line = one_error_line(&o);
     report("handshake, client role", &o, took, &line);
     assert_eq!(o.status.code(), Some(1), "{line}");
@@ -178,7 +198,7 @@ fn peer_gone_during_qp_setup_client_role() {
         .recv_timeout(LIMIT)
         .expect("the fake server got a request");
     let (o, took) = timed_wait(client, LIMIT, killed, "client after the server vanished");
-    fake.join().unwrap();
+    fake.join();
     let line = one_error_line(&o);
     report("QP setup, client role", &o, took, &line);
     assert_eq!(o.status.code(), Some(1), "{line}");
@@ -565,13 +585,9 @@ fn silent_peers_time_out_naming_the_wait() {
         std::thread::sleep(Duration::from_secs(6));
         drop(s);
     });
-    let t = Instant::now();
-    let (o, took) = timed_wait(
-        spawn_rdmadiag(&["pingpong", HOST, "-p", "19214", "--timeout", "2s"]),
-        LIMIT,
-        t,
-        "client of a silent server",
-    );
+    let client = spawn_rdmadiag(&["pingpong", HOST, "-p", "19214", "--timeout", "2s"]);
+    let t = fake.accepted_at();
+    let (o, took) = timed_wait(client, LIMIT, t, "client of a silent server");
     let line = one_error_line(&o);
     report("silent server, client role", &o, took, &line);
     assert_eq!(o.status.code(), Some(1), "{line}");
@@ -580,7 +596,7 @@ fn silent_peers_time_out_naming_the_wait() {
         "{line}"
     );
     assert!(took < Duration::from_secs(5), "took {took:?}");
-    fake.join().unwrap();
+    fake.join();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -610,14 +626,10 @@ fn other_protocol_versions_are_named() {
         s.write_all(&greeting(2)).unwrap();
         std::thread::sleep(Duration::from_secs(1));
     });
-    let t = Instant::now();
-    let (o, took) = timed_wait(
-        spawn_rdmadiag(&["pingpong", HOST, "-p", "19217", "--timeout", "3s"]),
-        LIMIT,
-        t,
-        "client of a version-2 server",
-    );
-    fake.join().unwrap();
+    let client = spawn_rdmadiag(&["pingpong", HOST, "-p", "19217", "--timeout", "3s"]);
+    let t = fake.accepted_at();
+    let (o, took) = timed_wait(client, LIMIT, t, "client of a version-2 server");
+    fake.join();
     let line = one_error_line(&o);
     report("server speaks version 2", &o, took, &line);
     assert_eq!(o.status.code(), Some(1), "{line}");
