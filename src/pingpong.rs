@@ -100,9 +100,12 @@ impl<'a> Poller<'a> {
         }
     }
 
-    /// The next completion, or None once `deadline` passes.
-    fn next(&mut self, deadline: Instant, stop: &AtomicBool) -> Result<Option<Completion>> {
+    /// The next completion, or None once `timeout` has passed without one. The clock is read
+    /// only once the CQ has stayed empty for a while: not at all on the fast path.
+    fn next(&mut self, timeout: Duration, stop: &AtomicBool) -> Result<Option<Completion>> {
         let mut spins = 0u32;
+        let mut deadline = None;
+        let mut deadline = move || *deadline.get_or_insert_with(|| Instant::now() + timeout);
         loop {
             if self.pos < self.len {
                 self.pos += 1;
@@ -120,7 +123,7 @@ impl<'a> Poller<'a> {
                     self.armed = true;
                     continue; // poll once more: a completion may have beaten the arming
                 }
-                let left = deadline.saturating_duration_since(Instant::now());
+                let left = deadline().saturating_duration_since(Instant::now());
                 if left.is_zero() {
                     return Ok(None);
                 }
@@ -134,6 +137,7 @@ impl<'a> Poller<'a> {
                 if !spins.is_multiple_of(512) {
                     continue;
                 }
+                let deadline = deadline();
                 if Instant::now() >= deadline {
                     return Ok(None);
                 }
@@ -245,10 +249,12 @@ pub fn run(
             p.peer
         )
     };
+    // Clock reads per round trip: two on the initiator (around it), one on the responder.
+    let mut t0 = Instant::now();
     for i in 0..n {
-        let t0 = Instant::now();
         let mut last = i + 1 == n;
         if side == Side::Initiator {
+            t0 = Instant::now();
             start.get_or_insert(t0);
             last |= run_until.is_some_and(|u| t0 >= u);
             if sent - acked >= SEND_WINDOW {
@@ -259,9 +265,8 @@ pub fn run(
         }
         // Wait for the peer's message (and, on the initiator, reap our send on the way).
         let got = loop {
-            let deadline = Instant::now() + p.timeout;
             let Some(c) = poller
-                .next(deadline, stop)
+                .next(p.timeout, stop)
                 .map_err(|e| anyhow::anyhow!("{e} during round trip {}{of_n}", i + 1))?
             else {
                 return Err(wait_err(i, "the message"));
@@ -276,11 +281,12 @@ pub fn run(
         match side {
             Side::Initiator => latency.record(t0.elapsed()),
             Side::Responder => {
+                let now = Instant::now();
                 if let Some(sent) = last_reply {
-                    latency.record(sent.elapsed());
+                    latency.record(now - sent);
                 }
-                start.get_or_insert(t0);
-                last_reply = Some(Instant::now());
+                start.get_or_insert(now);
+                last_reply = Some(now);
                 last |= got.imm_data == Some(LAST_IMM);
                 if sent - acked >= SEND_WINDOW {
                     bail!("the send queue to {} stopped draining", p.peer);
@@ -298,8 +304,7 @@ pub fn run(
     }
     // Reap the sends still in flight, so the peer has really got everything.
     while acked < sent {
-        let deadline = Instant::now() + p.timeout;
-        let Some(c) = poller.next(deadline, stop)? else {
+        let Some(c) = poller.next(p.timeout, stop)? else {
             return Err(wait_err(
                 rounds.saturating_sub(1),
                 "the last send's completion",
