@@ -15,6 +15,15 @@ pub struct TcpOutcome {
     pub latency: LatencyRecorder,
 }
 
+/// What the sending side of a TCP round does: `size`-byte messages, `iterations` of them or for
+/// `duration`, each wait bounded by `timeout`.
+pub struct SendingRound {
+    pub size: usize,
+    pub iterations: Option<u64>,
+    pub duration: Option<Duration>,
+    pub timeout: Duration,
+}
+
 fn prepare(s: &TcpStream, timeout: Duration) -> Result<()> {
     s.set_nodelay(true)?;
     s.set_read_timeout(Some(timeout))?;
@@ -72,17 +81,11 @@ fn repeat(
 }
 
 /// Sender of a bandwidth round: `size`-byte writes, then close the write side.
-pub fn bw_send(
-    mut s: TcpStream,
-    size: usize,
-    iterations: Option<u64>,
-    duration: Option<Duration>,
-    timeout: Duration,
-    stop: &AtomicBool,
-) -> Result<TcpOutcome> {
-    prepare(&s, timeout)?;
+pub fn bw_send(mut s: TcpStream, r: &SendingRound, stop: &AtomicBool) -> Result<TcpOutcome> {
+    prepare(&s, r.timeout)?;
+    let size = r.size;
     let buf = vec![0x5au8; size];
-    let (n, start) = repeat(iterations, duration, stop, || Ok(s.write_all(&buf)?))?;
+    let (n, start) = repeat(r.iterations, r.duration, stop, || Ok(s.write_all(&buf)?))?;
     s.shutdown(std::net::Shutdown::Write)?;
     // Wait for the receiver's one-byte acknowledgement that it has read everything.
     let mut ack = [0u8; 1];
@@ -120,19 +123,13 @@ pub fn bw_recv(mut s: TcpStream, size: usize, timeout: Duration) -> Result<TcpOu
 }
 
 /// Initiator of a latency round: send `size` bytes, wait for them back; half round trips.
-pub fn lat_ping(
-    mut s: TcpStream,
-    size: usize,
-    iterations: Option<u64>,
-    duration: Option<Duration>,
-    timeout: Duration,
-    stop: &AtomicBool,
-) -> Result<TcpOutcome> {
-    prepare(&s, timeout)?;
+pub fn lat_ping(mut s: TcpStream, r: &SendingRound, stop: &AtomicBool) -> Result<TcpOutcome> {
+    prepare(&s, r.timeout)?;
+    let size = r.size;
     let out = vec![0x5au8; size];
     let mut back = vec![0u8; size];
     let mut latency = LatencyRecorder::new();
-    let (n, start) = repeat(iterations, duration, stop, || {
+    let (n, start) = repeat(r.iterations, r.duration, stop, || {
         let t0 = Instant::now();
         s.write_all(&out)?;
         if !read_full(&mut s, &mut back, "the echo")? {
@@ -186,24 +183,15 @@ mod tests {
             let lat = lat_pong(s, 64, t).unwrap();
             (bw.bytes, lat.messages)
         });
-        let bw = bw_send(
-            TcpStream::connect(addr).unwrap(),
-            4096,
-            Some(100),
-            None,
-            t,
-            &stop,
-        );
+        let round = |size, iterations| SendingRound {
+            size,
+            iterations: Some(iterations),
+            duration: None,
+            timeout: t,
+        };
+        let bw = bw_send(TcpStream::connect(addr).unwrap(), &round(4096, 100), &stop);
         assert_eq!(bw.unwrap().bytes, 409_600);
-        let lat = lat_ping(
-            TcpStream::connect(addr).unwrap(),
-            64,
-            Some(50),
-            None,
-            t,
-            &stop,
-        )
-        .unwrap();
+        let lat = lat_ping(TcpStream::connect(addr).unwrap(), &round(64, 50), &stop).unwrap();
         assert_eq!(lat.latency.count(), 50);
         assert_eq!(server.join().unwrap(), (409_600, 50));
     }

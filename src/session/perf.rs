@@ -741,24 +741,15 @@ fn tcp_client_round(
     let addr = SocketAddr::new(peer_ip, port);
     let s = std::net::TcpStream::connect_timeout(&addr, opts.timeout)
         .map_err(|e| anyhow!("TCP comparison: cannot connect to {addr}: {e}"))?;
-    let duration = p.duration_ms.map(Duration::from_millis);
+    let round = tcp::SendingRound {
+        size: size as usize,
+        iterations: p.iterations,
+        duration: p.duration_ms.map(Duration::from_millis),
+        timeout: opts.timeout,
+    };
     let (o, cpu) = crate::cpu::measure(|| match kind {
-        Kind::Bw => tcp::bw_send(
-            s,
-            size as usize,
-            p.iterations,
-            duration,
-            opts.timeout,
-            &STOP,
-        ),
-        _ => tcp::lat_ping(
-            s,
-            size as usize,
-            p.iterations,
-            duration,
-            opts.timeout,
-            &STOP,
-        ),
+        Kind::Bw => tcp::bw_send(s, &round, &STOP),
+        _ => tcp::lat_ping(s, &round, &STOP),
     });
     let o = o?;
     ch.send(&Message::RoundDone {
