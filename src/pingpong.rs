@@ -149,12 +149,15 @@ impl<'a> Poller<'a> {
     }
 }
 
-fn check(c: &Completion, what: &str) -> Result<()> {
+/// A failed completion as an error; `what` names the round trip (built only on failure: no
+/// formatting in the timed loop).
+fn check(c: &Completion, what: impl FnOnce() -> String) -> Result<()> {
     if c.status.is_success() {
         return Ok(());
     }
     bail!(
-        "{what}: the {} completed with {}: {} (vendor error 0x{:x})",
+        "{}: the {} completed with {}: {} (vendor error 0x{:x})",
+        what(),
         if c.wr_id & SEND_BIT != 0 {
             "send"
         } else {
@@ -271,7 +274,7 @@ pub fn run(
             else {
                 return Err(wait_err(i, "the message"));
             };
-            check(&c, &format!("round trip {}{of_n} with {}", i + 1, p.peer))?;
+            check(&c, || format!("round trip {}{of_n} with {}", i + 1, p.peer))?;
             if c.wr_id & SEND_BIT != 0 {
                 acked = (c.wr_id & !SEND_BIT) + 1;
                 continue;
@@ -281,18 +284,19 @@ pub fn run(
         match side {
             Side::Initiator => latency.record(t0.elapsed()),
             Side::Responder => {
-                let now = Instant::now();
-                if let Some(sent) = last_reply {
-                    latency.record(now - sent);
-                }
-                start.get_or_insert(now);
-                last_reply = Some(now);
                 last |= got.imm_data == Some(LAST_IMM);
                 if sent - acked >= SEND_WINDOW {
                     bail!("the send queue to {} stopped draining", p.peer);
                 }
                 send_reply(tq, p, remote, sent, last, false)?;
                 sent += 1;
+                // The reply is on its way: the timestamp (reply to reply) costs the peer nothing.
+                let now = Instant::now();
+                if let Some(sent) = last_reply {
+                    latency.record(now - sent);
+                }
+                start.get_or_insert(now);
+                last_reply = Some(now);
             }
         }
         // Replace the consumed receive after the reply is on its way (off the critical path).
@@ -310,7 +314,7 @@ pub fn run(
                 "the last send's completion",
             ));
         };
-        check(&c, &format!("the last round trip with {}", p.peer))?;
+        check(&c, || format!("the last round trip with {}", p.peer))?;
         if c.wr_id & SEND_BIT != 0 {
             acked = (c.wr_id & !SEND_BIT) + 1;
         }
