@@ -124,13 +124,29 @@ fn timed_wait(child: Child, limit: Duration, since: Instant, what: &str) -> (Out
     (o, since.elapsed())
 }
 
-/// Report a case: its exit, its time to a clean exit, and its error line.
-fn report(case: &str, o: &Output, t: Duration, line: &str) {
+/// Report a case (its exit, its time to a clean exit, its error line) and check it exited 1.
+fn check_failed(case: &str, o: &Output, t: Duration, line: &str) {
     eprintln!(
         "faults: {case}: exit {:?} after {:.2}s: {line}",
         o.status.code(),
         t.as_secs_f64()
     );
+    assert_eq!(o.status.code(), Some(1), "{line}");
+}
+
+/// Wait for a fault case's process (bounded by `limit`) and check it failed cleanly: exit 1 and
+/// one error line. Returns that line and the time from `since` to the exit.
+fn failed_cleanly(
+    case: &str,
+    child: Child,
+    limit: Duration,
+    since: Instant,
+    what: &str,
+) -> (String, Duration) {
+    let (o, took) = timed_wait(child, limit, since, what);
+    let line = one_error_line(&o);
+    check_failed(case, &o, took, &line);
+    (line, took)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -147,10 +163,13 @@ fn peer_gone_during_handshake_server_role() {
     peer.write_all(&MAGIC[..4]).unwrap();
     drop(peer);
     let t = Instant::now();
-    let (o, took) = timed_wait(server, LIMIT, t, "server after its peer vanished");
-    let line = one_error_line(&o);
-    report("handshake, server role", &o, took, &line);
-    assert_eq!(o.status.code(), Some(1), "{line}");
+    let (line, took) = failed_cleanly(
+        "handshake, server role",
+        server,
+        LIMIT,
+        t,
+        "server after its peer vanished",
+    );
     assert!(line.contains("greeting") && line.contains(&me), "{line}");
     assert!(took < Duration::from_secs(5), "took {took:?}");
 }
@@ -164,16 +183,14 @@ fn peer_gone_during_handshake_client_role() {
     });
     let client = spawn_rdmadiag(&["pingpong", HOST, "-p", "19201", "--timeout", "3s"]);
     let t = fake.accepted_at();
-    let (o, took) = timed_wait(
+    let (line, took) = failed_cleanly(
+        "handshake, client role",
         client,
         LIMIT,
         t,
         "client of a server that vanished mid-greeting",
     );
     fake.join();
-    let line = one_error_line(&o);
-    report("handshake, client role", &o, took, &line);
-    assert_eq!(o.status.code(), Some(1), "{line}");
     assert!(
         line.contains("greeting") && line.contains("10.77.0.1:19201"),
         "{line}"
@@ -197,11 +214,14 @@ fn peer_gone_during_qp_setup_client_role() {
     let killed = rx
         .recv_timeout(LIMIT)
         .expect("the fake server got a request");
-    let (o, took) = timed_wait(client, LIMIT, killed, "client after the server vanished");
+    let (line, took) = failed_cleanly(
+        "QP setup, client role",
+        client,
+        LIMIT,
+        killed,
+        "client after the server vanished",
+    );
     fake.join();
-    let line = one_error_line(&o);
-    report("QP setup, client role", &o, took, &line);
-    assert_eq!(o.status.code(), Some(1), "{line}");
     assert!(
         line.contains("answer to our request") && line.contains("10.77.0.1:19202"),
         "{line}"
@@ -223,16 +243,25 @@ fn peer_gone_during_qp_setup_server_role() {
     peer.write_all(&frame_json(&req)).unwrap();
     drop(peer);
     let t = Instant::now();
-    let (o, took) = timed_wait(server, LIMIT, t, "server after its client vanished");
-    let line = one_error_line(&o);
-    report("QP setup, server role", &o, took, &line);
-    assert_eq!(o.status.code(), Some(1), "{line}");
+    let (line, took) = failed_cleanly(
+        "QP setup, server role",
+        server,
+        LIMIT,
+        t,
+        "server after its client vanished",
+    );
     assert!(line.contains(&me), "names the client: {line}");
     assert!(took < Duration::from_secs(15), "took {took:?}");
 }
 
 /// Kill the real server while the client runs (`needle` on the client's -v stderr = running).
-fn server_killed_mid_run(case: &str, port: u16, server_args: &[&str], client_args: &[&str]) {
+/// Returns the client's error line.
+fn server_killed_mid_run(
+    case: &str,
+    port: u16,
+    server_args: &[&str],
+    client_args: &[&str],
+) -> String {
     let mut server = spawn_rdmadiag(server_args);
     wait_listening(port, LIMIT);
     let (client, rx) = spawn_watched(client_args);
@@ -247,10 +276,10 @@ fn server_killed_mid_run(case: &str, port: u16, server_args: &[&str], client_arg
     let t = Instant::now();
     let (o, took) = timed_wait(client, Duration::from_secs(40), t, "client after the kill");
     let line = last_error_line(&rx);
-    report(case, &o, took, &line);
-    assert_eq!(o.status.code(), Some(1), "{line}");
+    check_failed(case, &o, took, &line);
     assert!(line.contains(&format!("10.77.0.1:{port}")), "{line}");
     assert!(took < Duration::from_secs(20), "took {took:?}");
+    line
 }
 
 #[test]
@@ -273,7 +302,7 @@ fn server_killed_mid_transfer() {
             "-v",
         ],
     );
-    server_killed_mid_run(
+    let line = server_killed_mid_run(
         "mid-transfer pingpong, server killed",
         19205,
         &["pingpong", "-p", "19205"],
@@ -288,6 +317,11 @@ fn server_killed_mid_transfer() {
             "3s",
             "-v",
         ],
+    );
+    // The client names the round trip it was waiting for and why it gave up.
+    assert!(
+        line.contains("round trip") && (line.contains("timed out") || line.contains("RETRY_EXC")),
+        "{line}"
     );
 }
 
@@ -305,10 +339,13 @@ fn client_killed_mid_run(case: &str, port: u16, server_args: &[&str], client_arg
     client.kill().unwrap();
     let _ = client.wait();
     let t = Instant::now();
-    let (o, took) = timed_wait(server, Duration::from_secs(40), t, "server after the kill");
-    let line = one_error_line(&o);
-    report(case, &o, took, &line);
-    assert_eq!(o.status.code(), Some(1), "{line}");
+    let (line, took) = failed_cleanly(
+        case,
+        server,
+        Duration::from_secs(40),
+        t,
+        "server after the kill",
+    );
     assert!(line.contains("10.77.0.1:"), "names the client: {line}");
     assert!(!line.contains(&format!(":{port} ")), "{line}");
     assert!(took < Duration::from_secs(20), "took {took:?}");
@@ -408,11 +445,14 @@ fn peer_gone_during_result_exchange() {
     let at = cut
         .recv_timeout(LIMIT)
         .expect("the run reached its results");
-    let (o, took) = timed_wait(client, LIMIT, at, "client without the final message");
+    let (line, took) = failed_cleanly(
+        "result exchange, client role",
+        client,
+        LIMIT,
+        at,
+        "client without the final message",
+    );
     let _ = wait_limit(server, LIMIT, "server");
-    let line = one_error_line(&o);
-    report("result exchange, client role", &o, took, &line);
-    assert_eq!(o.status.code(), Some(1), "{line}");
     assert!(
         line.contains("final message") && line.contains("10.77.0.1:19208"),
         "{line}"
@@ -436,12 +476,15 @@ fn peer_gone_during_result_exchange() {
     let at = cut
         .recv_timeout(LIMIT)
         .expect("the run reached its results");
-    let (o, took) = timed_wait(server, LIMIT, at, "server without the client's results");
+    let (line, took) = failed_cleanly(
+        "result exchange, server role",
+        server,
+        LIMIT,
+        at,
+        "server without the client's results",
+    );
     let c = wait_limit(client, LIMIT, "client");
     assert_eq!(c.status.code(), Some(1), "client: {}", stderr(&c));
-    let line = one_error_line(&o);
-    report("result exchange, server role", &o, took, &line);
-    assert_eq!(o.status.code(), Some(1), "{line}");
     assert!(
         line.contains("results") && line.contains("10.77.0.1:"),
         "{line}"
@@ -521,8 +564,7 @@ fn link_cut_mid_run_and_restored() {
         "faults: link restored: pingpong works again after {:.2}s",
         t.elapsed().as_secs_f64()
     );
-    report("link cut mid-run", &o, took, &line);
-    assert_eq!(o.status.code(), Some(1), "{line}");
+    check_failed("link cut mid-run", &o, took, &line);
     assert!(took < Duration::from_secs(20), "took {took:?}");
     assert!(line.contains("round trip"), "names the phase: {line}");
     // The run ended because the link went down: the message should say so (or name the wait it
@@ -549,11 +591,8 @@ fn silent_peers_time_out_naming_the_wait() {
     let t = Instant::now();
     let peer = TcpStream::connect((HOST, 19212)).unwrap();
     let me = peer.local_addr().unwrap().to_string();
-    let (o, took) = timed_wait(server, LIMIT, t, "server with a silent peer");
+    let (line, took) = failed_cleanly("silent peer", server, LIMIT, t, "server with a silent peer");
     drop(peer);
-    let line = one_error_line(&o);
-    report("silent peer", &o, took, &line);
-    assert_eq!(o.status.code(), Some(1), "{line}");
     assert!(
         line.contains("timed out") && line.contains("greeting") && line.contains(&me),
         "{line}"
@@ -569,11 +608,14 @@ fn silent_peers_time_out_naming_the_wait() {
     let h = hello();
     peer.write_all(&h[..h.len() / 2]).unwrap();
     let t = Instant::now();
-    let (o, took) = timed_wait(server, LIMIT, t, "server with a peer stuck mid-frame");
+    let (line, took) = failed_cleanly(
+        "peer silent mid-frame",
+        server,
+        LIMIT,
+        t,
+        "server with a peer stuck mid-frame",
+    );
     drop(peer);
-    let line = one_error_line(&o);
-    report("peer silent mid-frame", &o, took, &line);
-    assert_eq!(o.status.code(), Some(1), "{line}");
     assert!(
         line.contains("timed out") && line.contains("hello") && line.contains(&me),
         "{line}"
@@ -587,10 +629,13 @@ fn silent_peers_time_out_naming_the_wait() {
     });
     let client = spawn_rdmadiag(&["pingpong", HOST, "-p", "19214", "--timeout", "2s"]);
     let t = fake.accepted_at();
-    let (o, took) = timed_wait(client, LIMIT, t, "client of a silent server");
-    let line = one_error_line(&o);
-    report("silent server, client role", &o, took, &line);
-    assert_eq!(o.status.code(), Some(1), "{line}");
+    let (line, took) = failed_cleanly(
+        "silent server, client role",
+        client,
+        LIMIT,
+        t,
+        "client of a silent server",
+    );
     assert!(
         line.contains("timed out") && line.contains("greeting") && line.contains("10.77.0.1:19214"),
         "{line}"
@@ -612,11 +657,14 @@ fn other_protocol_versions_are_named() {
         let mut peer = TcpStream::connect((HOST, port)).unwrap();
         peer.write_all(&greeting(version)).unwrap();
         let t = Instant::now();
-        let (o, took) = timed_wait(server, LIMIT, t, "server facing another version");
+        let (line, _) = failed_cleanly(
+            &format!("peer speaks version {version}"),
+            server,
+            LIMIT,
+            t,
+            "server facing another version",
+        );
         drop(peer);
-        let line = one_error_line(&o);
-        report(&format!("peer speaks version {version}"), &o, took, &line);
-        assert_eq!(o.status.code(), Some(1), "{line}");
         assert!(
             line.contains("version 1") && line.contains(&format!("version {version}")),
             "{line}"
@@ -628,11 +676,14 @@ fn other_protocol_versions_are_named() {
     });
     let client = spawn_rdmadiag(&["pingpong", HOST, "-p", "19217", "--timeout", "3s"]);
     let t = fake.accepted_at();
-    let (o, took) = timed_wait(client, LIMIT, t, "client of a version-2 server");
+    let (line, _) = failed_cleanly(
+        "server speaks version 2",
+        client,
+        LIMIT,
+        t,
+        "client of a version-2 server",
+    );
     fake.join();
-    let line = one_error_line(&o);
-    report("server speaks version 2", &o, took, &line);
-    assert_eq!(o.status.code(), Some(1), "{line}");
     assert!(
         line.contains("version 1")
             && line.contains("version 2")
