@@ -17,14 +17,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib/common.sh"
 n=${BENCH_N:-20}
 [[ $n =~ ^[1-9][0-9]*$ ]] || die "BENCH_N must be a positive whole number, not '$n'"
 
-cd "$RDMADIAG_ROOT"
-"$RDMADIAG_ROOT/scripts/setup"
-use_cargo
-cargo build --release
-bin=${CARGO_TARGET_DIR:-$RDMADIAG_ROOT/target}/release/rdmadiag
-
-work=$(mktemp -d /tmp/rdmadiag-bench.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+bench_prepare
 
 # The guest part. It prints "sample KEY MICROSECONDS EXIT_STATUS" lines; its own output is discarded
 # except for the warm-up run of a command that fails, which is shown.

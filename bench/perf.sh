@@ -32,14 +32,7 @@ for v in "$n" "$bw_iters" "$lat_iters" "$rate_iters"; do
 done
 ((bw_iters >= 5 && lat_iters >= 5 && rate_iters >= 5)) || die "perftest needs at least 5 iterations"
 
-cd "$RDMADIAG_ROOT"
-"$RDMADIAG_ROOT/scripts/setup"
-use_cargo
-cargo build --release
-bin=${CARGO_TARGET_DIR:-$RDMADIAG_ROOT/target}/release/rdmadiag
-
-work=$(mktemp -d /tmp/rdmadiag-bench.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+bench_prepare
 
 cat >"$work/guest.sh" <<'GUEST'
 #!/bin/bash

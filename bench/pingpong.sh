@@ -18,14 +18,7 @@ for v in "$n" "$iters" "$size"; do
     [[ $v =~ ^[1-9][0-9]*$ ]] || die "BENCH_N, BENCH_ITERS and BENCH_SIZE must be positive whole numbers"
 done
 
-cd "$RDMADIAG_ROOT"
-"$RDMADIAG_ROOT/scripts/setup"
-use_cargo
-cargo build --release
-bin=${CARGO_TARGET_DIR:-$RDMADIAG_ROOT/target}/release/rdmadiag
-
-work=$(mktemp -d /tmp/rdmadiag-bench.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+bench_prepare
 
 cat >"$work/guest.sh" <<'GUEST'
 #!/bin/bash

@@ -45,3 +45,15 @@ use_cargo() {
     command -v cargo >/dev/null ||
         die "no Rust toolchain: cargo is not on PATH nor in $(cargo_bin_dirs | paste -sd' ') (install one with rustup)"
 }
+
+# bench_prepare: what every bench/ script does before its lab run: set up (scripts/setup), build
+# the release binary, and make a work directory that is removed on exit. Sets $bin and $work.
+bench_prepare() {
+    cd "$RDMADIAG_ROOT" || die "cannot enter $RDMADIAG_ROOT"
+    "$RDMADIAG_ROOT/scripts/setup"
+    use_cargo
+    cargo build --release
+    bin=${CARGO_TARGET_DIR:-$RDMADIAG_ROOT/target}/release/rdmadiag
+    work=$(mktemp -d /tmp/rdmadiag-bench.XXXXXX)
+    trap 'rm -rf "$work"' EXIT
+}
