@@ -293,17 +293,24 @@ pub struct BwArgs {
           value_parser = clap::value_parser!(u32).range(1..=32768))]
     pub tx_depth: u32,
 
-    /// Request a completion every N operations.
-    #[arg(short = 'Q', long = "cq-mod", value_name = "N", default_value_t = 100,
+    /// Request a completion every N operations. Default: 100, and 1 for messages over 8 KiB
+    /// (as perftest); given explicitly, N applies to every size.
+    #[arg(short = 'Q', long = "cq-mod", value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..=32768))]
-    pub cq_mod: u32,
+    pub cq_mod: Option<u32>,
 
     /// Post this many operations per ibv_post_send call.
     #[arg(short = 'l', long = "post-list", value_name = "N", default_value_t = 16,
           value_parser = clap::value_parser!(u32).range(1..=64))]
     pub post_list: u32,
 
-    /// Measure both directions at once.
+    /// RDMA READs in flight per QP (--op read). Default: the device's maximum, as perftest.
+    #[arg(short = 'o', long = "outstanding", value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=255))]
+    pub outstanding: Option<u32>,
+
+    /// Measure both directions at once; the figures are their sum (as perftest), each
+    /// direction is shown too.
     #[arg(short = 'b', long = "bidirectional")]
     pub bidirectional: bool,
 
@@ -325,6 +332,17 @@ pub struct LatArgs {
     /// Draw the latency distribution.
     #[arg(long)]
     pub histogram: bool,
+
+    /// How samples are taken: perftest (every operation signalled and its completion polled
+    /// inside the sample, as ib_*_lat) or lean (a completion every 16th operation, reaped
+    /// outside the samples). READ always waits for each completion.
+    #[arg(
+        long = "timing",
+        value_enum,
+        value_name = "METHOD",
+        default_value = "perftest"
+    )]
+    pub timing: crate::perf::LatTiming,
 
     /// Health check: exit 3 unless the latency (median, or --expect-percentile) is at most
     /// this (e.g. 5us).

@@ -11,9 +11,6 @@ use std::time::{Duration, Instant};
 
 /// Send work requests carry this bit and their sequence number in their id.
 const SEND_BIT: u64 = 1 << 63;
-/// Request a completion for every this many sends (and the last): fewer completions to reap on
-/// the critical path, as perftest's CQ moderation does. The send queue holds several times more.
-const SIGNAL_EVERY: u64 = 16;
 /// Sends allowed in flight before the send queue counts as full (it holds 64).
 const SEND_WINDOW: u64 = 48;
 
@@ -34,6 +31,11 @@ pub struct PingpongParams {
     pub mark_last: bool,
     /// Send messages up to this size inline.
     pub inline_max: usize,
+    /// Request a completion for every this many sends (and the last). 1, as ibv_rc_pingpong
+    /// and perftest's ib_send_lat: each side also waits for its own send's completion before
+    /// a round trip counts (the initiator) or before the next message (the responder). More
+    /// than 1: completions are reaped on the way, outside the samples.
+    pub signal_every: u64,
     /// Longest wait for any one completion.
     pub timeout: Duration,
     /// Who is on the other side, for messages.
@@ -200,7 +202,7 @@ fn send_reply(
         },
         mr: &tq.mr,
         range: 0..p.size,
-        signaled: last || (seq + 1).is_multiple_of(SIGNAL_EVERY),
+        signaled: last || (seq + 1).is_multiple_of(p.signal_every.max(1)),
         inline,
         ud,
     })?;
@@ -252,6 +254,9 @@ pub fn run(
             p.peer
         )
     };
+    let strict = p.signal_every <= 1;
+    // A message that arrived while the responder waited for its own send's completion.
+    let mut early: Option<Completion> = None;
     // Clock reads per round trip: two on the initiator (around it), one on the responder.
     let mut t0 = Instant::now();
     for i in 0..n {
@@ -266,21 +271,29 @@ pub fn run(
             send_reply(tq, p, remote, sent, last, p.mark_last)?;
             sent += 1;
         }
-        // Wait for the peer's message (and, on the initiator, reap our send on the way).
-        let got = loop {
+        // Wait for the peer's message (and reap our sends on the way). Strict: on the initiator
+        // the round trip also ends only once our send has completed.
+        let mut got = early.take();
+        while got.is_none() || (strict && side == Side::Initiator && acked < sent) {
             let Some(c) = poller
                 .next(p.timeout, stop)
                 .map_err(|e| anyhow::anyhow!("{e} during round trip {}{of_n}", i + 1))?
             else {
-                return Err(wait_err(i, "the message"));
+                let what = if got.is_some() {
+                    "our send's completion"
+                } else {
+                    "the message"
+                };
+                return Err(wait_err(i, what));
             };
             check(&c, || format!("round trip {}{of_n} with {}", i + 1, p.peer))?;
             if c.wr_id & SEND_BIT != 0 {
                 acked = (c.wr_id & !SEND_BIT) + 1;
-                continue;
+            } else {
+                got = Some(c);
             }
-            break c;
-        };
+        }
+        let got = got.expect("the loop ends with a message");
         match side {
             Side::Initiator => latency.record(t0.elapsed()),
             Side::Responder => {
@@ -290,6 +303,18 @@ pub fn run(
                 }
                 send_reply(tq, p, remote, sent, last, false)?;
                 sent += 1;
+                // Strict: wait for the reply's own completion (keeping a message that beats it).
+                while strict && acked < sent {
+                    let Some(c) = poller.next(p.timeout, stop)? else {
+                        return Err(wait_err(i, "our reply's completion"));
+                    };
+                    check(&c, || format!("round trip {}{of_n} with {}", i + 1, p.peer))?;
+                    if c.wr_id & SEND_BIT != 0 {
+                        acked = (c.wr_id & !SEND_BIT) + 1;
+                    } else {
+                        early = Some(c);
+                    }
+                }
                 // The reply is on its way: the timestamp (reply to reply) costs the peer nothing.
                 let now = Instant::now();
                 if let Some(sent) = last_reply {

@@ -348,9 +348,17 @@ pub fn pingpong_text(r: &PingpongReport, style: Style) -> String {
     ]);
     out.push_str(&finish(&t));
     out.push_str(&format!(
-        "  {} round trips in {:.3} s: {:.0} round trips/s, {:.2} Mb/s\n",
-        r.iterations, r.elapsed_s, r.round_trips_per_sec, r.bandwidth_mbps
+        "  {} round trips in {:.3} s = {:.2} usec/iter (as ibv_rc_pingpong): {:.0} round \
+         trips/s, {:.2} Mb/s\n",
+        r.iterations, r.elapsed_s, r.usec_per_iter, r.round_trips_per_sec, r.bandwidth_mbps
     ));
+    if r.requested_iterations != 0 && r.requested_iterations != r.iterations {
+        out.push_str(&format!(
+            "  ({} round trips were asked for)\n",
+            r.requested_iterations
+        ));
+    }
+    out.push_str(&format!("  signalling: {}\n", r.signaling));
     out
 }
 
@@ -377,7 +385,35 @@ fn perf_header(r: &PerfReport) -> String {
     );
     out.push_str(&format!("  local   {}\n", endpoint_text(&r.local)));
     out.push_str(&format!("  remote  {}\n", endpoint_text(&r.remote)));
+    out.push_str(&format!("  settings  {}\n", settings_text(r)));
     out
+}
+
+/// Every setting that shapes the figures, in one line (perftest prints them in its header).
+fn settings_text(r: &PerfReport) -> String {
+    let mut parts = Vec::new();
+    if !r.bw.is_empty() {
+        parts.push(format!("tx depth {}", r.tx_depth));
+        parts.push(format!("post list {}", r.post_list));
+        let mods: std::collections::BTreeSet<u32> = r.bw.iter().map(|b| b.cq_mod).collect();
+        let mods: Vec<String> = mods.iter().map(u32::to_string).collect();
+        parts.push(format!(
+            "CQ moderation {} (requested {}; 1 above 8 KiB unless -Q)",
+            mods.join("/"),
+            r.cq_mod
+        ));
+    }
+    if let Some(o) = r.outstanding_reads {
+        parts.push(format!("outstanding reads {o}"));
+    }
+    parts.push(format!("inline {} B", r.inline));
+    if let Some(t) = r.timing {
+        parts.push(format!("timing {t}"));
+    }
+    if let Some(s) = &r.signaling {
+        parts.push(s.clone());
+    }
+    parts.join(", ")
 }
 
 fn cpu_text(cpu: Option<f64>, elapsed: f64) -> String {
@@ -461,12 +497,19 @@ pub fn bw_text(r: &PerfReport, units: crate::cli::Units, style: Style) -> String
         crate::cli::Units::Mib => gbps * 1e9 / 8.0 / 1048576.0,
     };
     let peer_col = r.bw.iter().any(|b| b.peer.is_some());
+    let both = r.bw.iter().any(|b| b.forward.is_some());
     let peak = format!("BW peak [{label}]");
     let avg = format!("BW average [{label}]");
     let peer_avg = format!("peer avg [{label}]");
+    let fwd = format!("client->server avg [{label}]");
+    let rev = format!("server->client avg [{label}]");
     let mut head = vec!["#bytes", "#iterations", &peak, &avg, "MsgRate [Mpps]"];
     if peer_col {
         head.push(&peer_avg);
+    }
+    if both {
+        head.push(&fwd);
+        head.push(&rev);
     }
     let mut t = style.table(&head);
     for b in &r.bw {
@@ -482,9 +525,19 @@ pub fn bw_text(r: &PerfReport, units: crate::cli::Units, style: Style) -> String
                 format!("{:.2}", conv(p.bw_avg_gbps))
             })));
         }
+        if both {
+            for d in [&b.forward, &b.reverse] {
+                row.push(Cell::new(d.as_ref().map_or("-".to_string(), |d| {
+                    format!("{:.2}", conv(d.bw_avg_gbps))
+                })));
+            }
+        }
         t.add_row(row);
     }
     let mut out = perf_header(r);
+    if both {
+        out.push_str("  bidirectional: figures are the sum of both directions (as perftest)\n");
+    }
     out.push_str(&finish(&t));
     out.push_str(&vs_tcp_text(r, style));
     out
@@ -565,10 +618,13 @@ pub fn xfer_text(r: &PerfReport, style: Style) -> String {
         "Gb/s",
     ]);
     for l in &r.lat {
-        let ok = match (l.verified, &l.mismatch) {
-            (_, Some(m)) => style.alert(m.to_string()),
-            (Some(true), None) => Cell::new("every byte"),
-            _ => Cell::new("-"),
+        let ok = match (l.verified, &l.mismatch, l.transfers_checked) {
+            (_, Some(m), _) => style.alert(m.to_string()),
+            (Some(true), None, Some(n)) => Cell::new(format!(
+                "every byte of {n} transfer{}",
+                if n == 1 { "" } else { "s" }
+            )),
+            _ => style.alert("NOT VERIFIED".to_string()),
         };
         t.add_row(vec![
             Cell::new(l.size),

@@ -39,6 +39,14 @@ impl LatencyRecorder {
         self.hist.len()
     }
 
+    /// Add another recorder's samples (e.g. one batch of a longer run) to this one.
+    pub fn absorb(&mut self, other: &LatencyRecorder) {
+        // Same bounds on both sides: adding cannot fail.
+        let _ = self.hist.add(&other.hist);
+        self.sum_ns += other.sum_ns;
+        self.sum_sq_ns += other.sum_sq_ns;
+    }
+
     /// Summarise; `scale` divides every sample (2.0 reports half round trips).
     pub fn stats(&self, scale: f64) -> LatencyStats {
         let n = self.hist.len();

@@ -3,7 +3,7 @@
 use super::pingpong::session_options;
 use crate::cli::{BwArgs, LatArgs, PerfCommon, Units, XferArgs};
 use crate::connect::control::{PerfSpec, TestSpec};
-use crate::exit::{self, UsageError};
+use crate::exit::{self, DataMismatch, UsageError};
 use crate::output;
 use crate::perf::{Op, Progress};
 use crate::render::{self, Style};
@@ -194,7 +194,9 @@ pub fn run_bw(args: &BwArgs) -> Result<u8> {
     let perf = PerfSpec {
         qps: args.qps,
         tx_depth: args.tx_depth,
-        cq_mod: args.cq_mod.min(args.tx_depth),
+        cq_mod: args.cq_mod.unwrap_or(100).min(args.tx_depth),
+        cq_mod_explicit: args.cq_mod.is_some(),
+        outstanding: args.outstanding,
         post_list: args.post_list.min(args.tx_depth),
         inline: c.inline.unwrap_or(0),
         bidirectional: args.bidirectional,
@@ -221,6 +223,7 @@ pub fn run_lat(args: &LatArgs) -> Result<u8> {
     let opts = session_options(&c.connect)?;
     let perf = PerfSpec {
         inline: c.inline.unwrap_or(236),
+        timing: args.timing,
         ..measured(c, 2, 1000)
     };
     let spec = spec("lat", c, &opts, perf);
@@ -273,9 +276,24 @@ pub fn run_xfer(args: &XferArgs, op: Op) -> Result<u8> {
         render::xfer_text(r, Style::detect())
     })?;
     if let Some(m) = report.lat.iter().find_map(|l| l.mismatch) {
-        bail!(
+        return Err(DataMismatch(format!(
             "RDMA {} verification failed: {m}",
             op.to_string().to_uppercase()
+        ))
+        .into());
+    }
+    // Fail closed: a run that did not verify every transfer does not pass.
+    if let Some(l) = report
+        .lat
+        .iter()
+        .find(|l| l.verified != Some(true) || l.transfers_checked != Some(args.iterations))
+    {
+        bail!(
+            "RDMA {} verification incomplete: {} of {} transfers of {} bytes were checked",
+            op.to_string().to_uppercase(),
+            l.transfers_checked.unwrap_or(0),
+            args.iterations,
+            l.size
         );
     }
     Ok(exit::OK)

@@ -68,7 +68,16 @@ pub struct PerfSpec {
     pub qps: u32,
     pub tx_depth: u32,
     pub cq_mod: u32,
+    /// The user asked for `cq_mod` (-Q): it then applies to large messages too.
+    #[serde(default)]
+    pub cq_mod_explicit: bool,
     pub post_list: u32,
+    /// RDMA READs in flight per QP (-o); None: the device's maximum.
+    #[serde(default)]
+    pub outstanding: Option<u32>,
+    /// How latency samples are taken (`lat --timing`).
+    #[serde(default)]
+    pub timing: crate::perf::LatTiming,
     /// Send messages up to this size inline.
     pub inline: u32,
     /// The user asked for `inline` (-I): more than the device allows is then an error, not a cap.
@@ -97,13 +106,24 @@ impl PerfSpec {
             qps: 1,
             tx_depth: 1,
             cq_mod: 1,
+            cq_mod_explicit: false,
             post_list: 1,
+            outstanding: None,
+            timing: crate::perf::LatTiming::default(),
             inline: 0,
             inline_explicit: false,
             bidirectional: false,
             vs_tcp: false,
         }
     }
+}
+
+/// A WRITE/READ diagnostic round: transfers `first..first + count` of the run, transfer
+/// `first + j` in slot j of both buffers, each with its own pattern.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Batch {
+    pub first: u64,
+    pub count: u64,
 }
 
 /// One control message.
@@ -130,7 +150,12 @@ pub enum Message {
     /// Server → client: my QPs (one per client QP), connected and ready.
     PerfAccept { endpoints: Vec<Endpoint> },
     /// Client → server: run the next round, with messages of `size` bytes.
-    Round { size: u32 },
+    Round {
+        size: u32,
+        /// WRITE/READ diagnostics: which transfers this round moves (each to its own slot).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        batch: Option<Batch>,
+    },
     /// Server → client: ready for the round.
     RoundReady,
     /// Either side: the round is over; what this side measured.

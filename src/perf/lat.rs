@@ -23,6 +23,15 @@ pub struct LatParams {
     pub duration: Option<Duration>,
     /// Send writes of up to this many bytes inline.
     pub inline_max: usize,
+    /// WRITE latency: request a completion every this many writes. 1 (perftest's ib_write_lat):
+    /// each side also waits for its write's completion, inside the sample.
+    pub signal_every: u64,
+    /// The operations a `run_serial` run cycles over: operation i uses slot i % slots, i.e.
+    /// bytes `(i % slots) * size..` of both buffers. 1 for latency tests.
+    pub slots: u64,
+    /// Test-only: leave operation number N (0-based) unposted, as if it had been lost, to prove
+    /// that verification notices data that never arrived (`RDMADIAG_TEST_DROP_TRANSFER`).
+    pub drop_for_test: Option<u64>,
     pub timeout: Duration,
     pub peer: String,
 }
@@ -50,15 +59,13 @@ fn mark(i: u64) -> u8 {
     (i % 254) as u8 + 1
 }
 
-/// Our RDMA WRITEs: sequence-numbered, signaled every `SIGNAL_EVERY` and the last, so
-/// completions are reaped off the critical path (perftest's CQ moderation).
-#[derive(Default)]
+/// Our RDMA WRITEs: sequence-numbered, signaled every `signal_every` and the last.
 struct Writes {
     sent: u64,
     acked: u64,
+    signal_every: u64,
 }
 
-const SIGNAL_EVERY: u64 = 16;
 /// Writes allowed in flight (the send queue holds 64).
 const WRITE_WINDOW: u64 = 48;
 
@@ -114,7 +121,7 @@ impl Writes {
             },
             mr: &tq.mr,
             range: 0..size,
-            signaled: last || (self.sent + 1).is_multiple_of(SIGNAL_EVERY),
+            signaled: last || (self.sent + 1).is_multiple_of(self.signal_every),
             inline,
             ud: None,
         })?;
@@ -141,7 +148,13 @@ pub fn run_write(
     let total = p.iterations.unwrap_or(u64::MAX);
     let run_until = p.duration.map(|d| Instant::now() + d);
     let mut latency = LatencyRecorder::new();
-    let mut writes = Writes::default();
+    let mut writes = Writes {
+        sent: 0,
+        acked: 0,
+        signal_every: p.signal_every.max(1),
+    };
+    // perftest's way: our write's completion is part of every sample (and every reply).
+    let strict = writes.signal_every == 1;
     let start = Instant::now();
     let mut i = 0u64;
     // Wait until the landing zone's last byte is one `accept` takes; reap our writes meanwhile.
@@ -185,6 +198,9 @@ pub fn run_write(
             tq.mr.as_mut_slice()[size - 1] = seen;
             let last = seen == STOP_MARK || i + 1 >= total;
             writes.post(tq, (remote, max_size), size, inline, last)?;
+            if strict {
+                writes.wait_room(tq, p, 1)?;
+            }
             i += 1;
             if seen == STOP_MARK || i >= total {
                 break;
@@ -193,6 +209,9 @@ pub fn run_write(
         }
         tq.mr.as_mut_slice()[size - 1] = v;
         writes.post(tq, (remote, max_size), size, inline, last)?;
+        if strict {
+            writes.wait_room(tq, p, 1)?;
+        }
         wait_for(tq, &|b| b == v, &mut writes, i)?;
         latency.record(t0.elapsed());
         // Off the clock: keep the send queue from filling.
@@ -219,9 +238,11 @@ pub fn run_serial(
     p: &LatParams,
     stop: &AtomicBool,
 ) -> Result<LatOutcome> {
-    if remote.len < p.size as u64 {
+    let slots = p.slots.max(1);
+    let span = slots * p.size as u64;
+    if remote.len < span || (tq.mr.len() as u64) < span {
         bail!(
-            "the peer's buffer is too small for {}-byte operations",
+            "the buffers are too small for {slots} slot(s) of {} bytes",
             p.size
         );
     }
@@ -248,12 +269,28 @@ pub fn run_serial(
     let start = Instant::now();
     let mut i = 0u64;
     while i < total && run_until.is_none_or(|u| Instant::now() < u) {
+        if p.drop_for_test == Some(i) {
+            i += 1;
+            continue;
+        }
+        let at = (i % slots) as usize * p.size;
+        let op = match op {
+            SendOp::Write { remote_addr, rkey } => SendOp::Write {
+                remote_addr: remote_addr + at as u64,
+                rkey,
+            },
+            SendOp::Read { remote_addr, rkey } => SendOp::Read {
+                remote_addr: remote_addr + at as u64,
+                rkey,
+            },
+            other => other,
+        };
         let t0 = Instant::now();
         tq.qp.post_send(&SendRequest {
             wr_id: i,
             op,
             mr: &tq.mr,
-            range: 0..p.size,
+            range: at..at + p.size,
             signaled: true,
             inline: false,
             ud: None,

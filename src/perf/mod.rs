@@ -28,6 +28,46 @@ impl std::fmt::Display for Op {
     }
 }
 
+/// How a latency test takes its samples.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum LatTiming {
+    /// As perftest's ib_*_lat: every operation is signalled and its completion is polled
+    /// inside the sample.
+    #[default]
+    Perftest,
+    /// A completion every 16th operation, reaped outside the samples: the wire and the peer,
+    /// less this side's completion handling.
+    Lean,
+}
+
+impl LatTiming {
+    /// Signal (and wait for) every this many operations.
+    pub fn signal_every(self) -> u64 {
+        match self {
+            LatTiming::Perftest => 1,
+            LatTiming::Lean => 16,
+        }
+    }
+
+    /// The policy in words, for reports.
+    pub fn describe(self) -> &'static str {
+        match self {
+            LatTiming::Perftest => "every operation signalled, its completion polled in the sample",
+            LatTiming::Lean => "a completion every 16th operation, reaped outside the samples",
+        }
+    }
+}
+
+impl std::fmt::Display for LatTiming {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            LatTiming::Perftest => "perftest",
+            LatTiming::Lean => "lean",
+        })
+    }
+}
+
 /// Live counters an engine updates (relaxed stores, no locks) for a progress display.
 #[derive(Debug, Default)]
 pub struct Progress {

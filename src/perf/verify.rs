@@ -16,9 +16,18 @@ pub fn fill(buf: &mut [u8], seed: u64) {
     }
 }
 
+/// The pattern seed of transfer `iteration` (0-based) of `size`-byte transfers: every transfer
+/// of a run carries different bytes, so one that never arrives cannot pass for another.
+pub fn seed(size: u32, iteration: u64) -> u64 {
+    ((size as u64) << 40) ^ (iteration + 1)
+}
+
 /// The first byte that differs from the pattern, and how many do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Mismatch {
+    /// Which transfer (1-based) did not arrive as sent.
+    #[serde(default)]
+    pub transfer: u64,
     pub offset: u64,
     pub expected: u8,
     pub actual: u8,
@@ -29,7 +38,9 @@ impl std::fmt::Display for Mismatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "data mismatch at offset {}: expected 0x{:02x}, found 0x{:02x} ({} bad byte{})",
+            "transfer {} did not arrive as sent: at offset {} expected 0x{:02x}, found 0x{:02x} \
+             ({} bad byte{})",
+            self.transfer,
             self.offset,
             self.expected,
             self.actual,
@@ -47,6 +58,7 @@ pub fn verify(buf: &[u8], seed: u64) -> Option<Mismatch> {
         if b != want {
             bad += 1;
             first.get_or_insert(Mismatch {
+                transfer: 0,
                 offset: i as u64,
                 expected: want,
                 actual: b,
@@ -60,15 +72,37 @@ pub fn verify(buf: &[u8], seed: u64) -> Option<Mismatch> {
     })
 }
 
-/// Test-only hook: `RDMADIAG_TEST_CORRUPT_OFFSET=N` flips byte N of a received buffer before it
-/// is verified, so the lab can prove that a mismatch is caught. Never set it in real use.
-pub fn corrupt_for_test(buf: &mut [u8]) {
-    let off = std::env::var("RDMADIAG_TEST_CORRUPT_OFFSET")
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok());
-    if let Some(b) = off.and_then(|o| buf.get_mut(o)) {
-        *b ^= 0xff;
+/// Verify `count` slots of `size` bytes, slot j holding transfer `first + j`: the first
+/// transfer that did not arrive as sent, if any.
+pub fn verify_slots(buf: &[u8], size: u32, first: u64, count: u64) -> Option<Mismatch> {
+    (0..count).find_map(|j| {
+        let at = j as usize * size as usize;
+        let slot = buf.get(at..at + size as usize)?;
+        verify(slot, seed(size, first + j)).map(|m| Mismatch {
+            transfer: first + j + 1,
+            ..m
+        })
+    })
+}
+
+/// Fill `count` slots of `size` bytes with the patterns of transfers `first..first + count`.
+pub fn fill_slots(buf: &mut [u8], size: u32, first: u64, count: u64) {
+    for j in 0..count {
+        let at = j as usize * size as usize;
+        if let Some(slot) = buf.get_mut(at..at + size as usize) {
+            fill(slot, seed(size, first + j));
+        }
     }
+}
+
+/// Test-only hook: `RDMADIAG_TEST_DROP_TRANSFER=N` makes the client leave transfer N (1-based)
+/// unposted, as if it were lost on the way, so the lab can prove that data that never arrived
+/// is reported. Never set it in real use.
+pub fn drop_for_test() -> Option<u64> {
+    std::env::var("RDMADIAG_TEST_DROP_TRANSFER")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .and_then(|n| n.checked_sub(1))
 }
 
 #[cfg(test)]
@@ -94,5 +128,24 @@ mod tests {
             distinct.len() > 100,
             "the pattern is not trivially periodic"
         );
+    }
+
+    #[test]
+    fn every_transfer_has_its_own_pattern_and_a_missing_one_is_named() {
+        let (size, count) = (64u32, 8u64);
+        let mut b = vec![0u8; (size as u64 * count) as usize];
+        fill_slots(&mut b, size, 100, count);
+        assert_eq!(verify_slots(&b, size, 100, count), None);
+        // Slot 3 still holds transfer 99's bytes (a stale transfer), or nothing at all.
+        let stale = b.clone();
+        fill(&mut b[3 * 64..4 * 64], seed(size, 99));
+        assert_eq!(verify_slots(&b, size, 100, count).unwrap().transfer, 104);
+        let mut never = stale;
+        never[5 * 64..6 * 64].fill(0);
+        let m = verify_slots(&never, size, 100, count).unwrap();
+        assert_eq!(m.transfer, 106);
+        assert!(m.to_string().contains("transfer 106 did not arrive"), "{m}");
+        assert_ne!(seed(64, 1), seed(64, 2));
+        assert_ne!(seed(64, 1), seed(65, 1));
     }
 }

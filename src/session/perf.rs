@@ -1,18 +1,18 @@
 //! Both halves of bw, lat, write and read tests: set up the QPs, then one round per size.
 
 use super::{STOP, SessionOptions, dial, status};
-use crate::connect::control::{ControlChannel, Message, PerfSpec, TestSpec, Transport};
+use crate::connect::control::{Batch, ControlChannel, Message, PerfSpec, TestSpec, Transport};
 use crate::connect::endpoint::{
     Endpoint, LocalPort, RemoteMemory, choose_port, cm_address, local_port_on,
 };
 use crate::connect::test_qp::{QpShape, TestQp};
-use crate::exit::UsageError;
+use crate::exit::{DataMismatch, UsageError};
 use crate::perf::bw::{self, BwOutcome, BwParams};
 use crate::perf::lat::{self, LatParams, LatRole};
 use crate::perf::verify::{self, Mismatch};
-use crate::perf::{Op, Progress, tcp};
+use crate::perf::{LatTiming, Op, Progress, tcp};
 use crate::pingpong::{self, PingpongParams, Side};
-use crate::stats::LatencyStats;
+use crate::stats::{LatencyRecorder, LatencyStats};
 use crate::verbs::{Access, CmConnParams, CmId, CmListener};
 use anyhow::{Result, anyhow, bail};
 use serde::{Deserialize, Serialize};
@@ -28,6 +28,14 @@ pub const MAX_SIZE: u32 = 1 << 30;
 pub const MAX_QPS: u32 = 1024;
 /// Receives kept posted per QP in SEND tests.
 const RX_DEPTH: u32 = 512;
+/// The WRITE/READ diagnostics give every transfer of a round its own slot; a round's slots
+/// span at most this many bytes (one transfer's size if that is larger).
+const VERIFY_SPAN: u64 = 16 << 20;
+
+/// Slots per diagnostic round: as many transfers as fit in [`VERIFY_SPAN`], at most all of them.
+pub fn verify_slots(size: u32, iterations: u64) -> u64 {
+    (VERIFY_SPAN / size.max(1) as u64).clamp(1, iterations.max(1))
+}
 
 /// Which measurement a test makes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -57,12 +65,25 @@ impl Kind {
     }
 }
 
+/// One direction's bandwidth figures (`bw -b` reports both and their sum).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BwFigures {
+    pub iterations: u64,
+    pub bw_peak_gbps: f64,
+    pub bw_avg_gbps: f64,
+    pub msg_rate_mpps: f64,
+    pub elapsed_s: f64,
+}
+
 /// One size's bandwidth result.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BwResult {
     pub size: u32,
-    /// Operations completed (all QPs).
+    /// Operations completed (all QPs; both directions with -b).
     pub iterations: u64,
+    /// The CQ moderation this size ran with (1 above 8 KiB unless -Q was given).
+    #[serde(default)]
+    pub cq_mod: u32,
     pub bw_peak_gbps: f64,
     pub bw_avg_gbps: f64,
     pub msg_rate_mpps: f64,
@@ -72,9 +93,40 @@ pub struct BwResult {
     pub cpu_s: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peer_cpu_s: Option<f64>,
-    /// What the other end measured (the receiver in a SEND test; the reverse direction with -b).
+    /// What the other end measured (the receiver in a SEND test).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peer: Option<Box<BwResult>>,
+    /// With -b: client to server, as the client measured it (the figures above are the sum).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forward: Option<BwFigures>,
+    /// With -b: server to client, as the server measured it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reverse: Option<BwFigures>,
+}
+
+impl BwResult {
+    fn figures(&self) -> BwFigures {
+        BwFigures {
+            iterations: self.iterations,
+            bw_peak_gbps: self.bw_peak_gbps,
+            bw_avg_gbps: self.bw_avg_gbps,
+            msg_rate_mpps: self.msg_rate_mpps,
+            elapsed_s: self.elapsed_s,
+        }
+    }
+
+    /// Both directions of a -b round: the sum on top (perftest's figure), each one below.
+    fn bidirectional(mut self, reverse: BwFigures) -> BwResult {
+        let forward = self.figures();
+        self.iterations += reverse.iterations;
+        self.bw_peak_gbps += reverse.bw_peak_gbps;
+        self.bw_avg_gbps += reverse.bw_avg_gbps;
+        self.msg_rate_mpps += reverse.msg_rate_mpps;
+        self.elapsed_s = self.elapsed_s.max(reverse.elapsed_s);
+        self.forward = Some(forward);
+        self.reverse = Some(reverse);
+        self
+    }
 }
 
 /// One size's latency result.
@@ -87,9 +139,12 @@ pub struct LatResult {
     /// WRITE/READ diagnostics: the data moved, in Gb/s.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bw_avg_gbps: Option<f64>,
-    /// WRITE/READ diagnostics: whether every byte arrived as sent.
+    /// WRITE/READ diagnostics: whether every byte of every transfer arrived as sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verified: Option<bool>,
+    /// WRITE/READ diagnostics: how many transfers were checked byte by byte.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transfers_checked: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mismatch: Option<Mismatch>,
     /// The distribution (`lat --histogram`).
@@ -123,7 +178,19 @@ pub struct PerfReport {
     pub transport: Transport,
     pub qps: u32,
     pub tx_depth: u32,
+    /// Requested CQ moderation (bw: each size's own is in its result).
     pub cq_mod: u32,
+    /// Operations per ibv_post_send call (bw).
+    #[serde(default)]
+    pub post_list: u32,
+    /// RDMA READs in flight per QP (READ tests: the QP's max_rd_atomic).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outstanding_reads: Option<u32>,
+    /// Latency tests: how samples are taken (perftest or lean) and the signalling in words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timing: Option<LatTiming>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signaling: Option<String>,
     pub inline: u32,
     pub bidirectional: bool,
     pub duration_s: Option<f64>,
@@ -174,6 +241,9 @@ pub fn validate(spec: &TestSpec) -> Result<(Kind, PerfSpec), String> {
     if p.cq_mod == 0 {
         return Err("CQ moderation must be at least 1".into());
     }
+    if p.outstanding == Some(0) {
+        return Err("outstanding reads must be at least 1".into());
+    }
     if p.op != Op::Send && spec.transport == Transport::Ud {
         return Err(format!(
             "RDMA {} needs a connected transport (RC or UC), not UD",
@@ -212,6 +282,23 @@ fn shape(spec: &TestSpec, kind: Kind, p: &PerfSpec, server: bool, max_inline: u3
             lat::write_buffer_len(max),
             Access::LOCAL_WRITE | Access::REMOTE_WRITE,
         ),
+        // One slot per transfer of a diagnostic round.
+        (Kind::Verify, Op::Write) => (
+            slots_len(p, max),
+            if server {
+                Access::LOCAL_WRITE | Access::REMOTE_WRITE
+            } else {
+                Access::LOCAL_WRITE
+            },
+        ),
+        (Kind::Verify, _) => (
+            slots_len(p, max),
+            if server {
+                Access::LOCAL_WRITE | Access::REMOTE_READ
+            } else {
+                Access::LOCAL_WRITE
+            },
+        ),
         // Least privilege: the target of WRITEs may be written, the source of READs read.
         (_, Op::Write) if server || p.bidirectional => {
             (max, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
@@ -221,7 +308,12 @@ fn shape(spec: &TestSpec, kind: Kind, p: &PerfSpec, server: bool, max_inline: u3
         }
         _ => (max, Access::LOCAL_WRITE),
     };
-    let reads = if p.op == Op::Read { 16 } else { 1 };
+    // READs in flight: -o, else as many as the device allows (make_qps caps it).
+    let reads = if p.op == Op::Read {
+        p.outstanding.map_or(u8::MAX, |o| o.min(255) as u8)
+    } else {
+        1
+    };
     QpShape {
         transport: spec.transport,
         send_depth: (p.tx_depth + 1).max(64),
@@ -237,12 +329,25 @@ fn shape(spec: &TestSpec, kind: Kind, p: &PerfSpec, server: bool, max_inline: u3
     }
 }
 
-fn make_qps(local: &LocalPort, shape: QpShape, n: u32) -> Result<Vec<TestQp>> {
+/// Bytes of a diagnostic's buffers: one slot per transfer of a round.
+fn slots_len(p: &PerfSpec, max: usize) -> usize {
+    verify_slots(max as u32, p.iterations.unwrap_or(1)) as usize * max
+}
+
+fn make_qps(local: &LocalPort, shape: QpShape, n: u32, p: &PerfSpec) -> Result<Vec<TestQp>> {
     let caps = local.ctx.query_device()?.limits;
-    let rd = shape
-        .rd_atomic
-        .min(caps.max_qp_rd_atom.clamp(1, 255) as u8)
-        .min(caps.max_qp_init_rd_atom.clamp(1, 255) as u8);
+    let device_max =
+        (caps.max_qp_rd_atom.clamp(1, 255) as u8).min(caps.max_qp_init_rd_atom.clamp(1, 255) as u8);
+    if p.op == Op::Read
+        && let Some(o) = p.outstanding.filter(|&o| o > device_max as u32)
+    {
+        return Err(UsageError(format!(
+            "-o {o}: {} allows at most {device_max} RDMA READs in flight per QP",
+            local.ctx.name()
+        ))
+        .into());
+    }
+    let rd = shape.rd_atomic.min(device_max);
     (0..n)
         .map(|_| {
             TestQp::new(
@@ -300,6 +405,7 @@ fn pp_params(
         duration: p.and_then(|p| p.duration_ms).map(Duration::from_millis),
         mark_last: true,
         inline_max: p.map_or(0, |p| p.inline as usize),
+        signal_every: p.map_or(1, |p| p.timing.signal_every()),
         timeout,
         peer: peer.to_string(),
     }
@@ -309,10 +415,11 @@ fn gbps(bytes_per_sec: f64) -> f64 {
     bytes_per_sec * 8.0 / 1e9
 }
 
-fn bw_result(size: u32, o: &BwOutcome) -> BwResult {
+fn bw_result(size: u32, cq_mod: u32, o: &BwOutcome) -> BwResult {
     BwResult {
         size,
         iterations: o.messages,
+        cq_mod,
         bw_peak_gbps: gbps(o.peak_bytes_per_sec),
         bw_avg_gbps: gbps(o.avg_bytes_per_sec()),
         msg_rate_mpps: o.msg_rate() / 1e6,
@@ -320,6 +427,8 @@ fn bw_result(size: u32, o: &BwOutcome) -> BwResult {
         cpu_s: None,
         peer_cpu_s: None,
         peer: None,
+        forward: None,
+        reverse: None,
     }
 }
 
@@ -372,26 +481,57 @@ impl Drop for Heartbeat {
 /// What the client's engines produced for one round.
 enum RoundOutcome {
     Bw(BwResult),
-    Lat(LatResult),
+    Lat(LatResult, LatencyRecorder),
 }
 
-/// This side's part of one round. `initiator` is the client.
-#[allow(clippy::too_many_arguments)]
+/// One round: its message size, and for the diagnostics the transfers it moves.
+#[derive(Debug, Clone, Copy)]
+struct RoundPlan {
+    size: u32,
+    batch: Option<Batch>,
+}
+
+/// What one side needs to play its part in rounds.
+struct RoundContext<'a> {
+    kind: Kind,
+    spec: &'a TestSpec,
+    p: &'a PerfSpec,
+    /// This side is the client.
+    initiator: bool,
+    timeout: Duration,
+    peer: &'a str,
+}
+
+/// This side's part of one round.
 fn run_round(
     qps: &mut [TestQp],
     remotes: &[Endpoint],
-    kind: Kind,
-    spec: &TestSpec,
-    p: &PerfSpec,
-    size: u32,
-    initiator: bool,
-    timeout: Duration,
-    peer: &str,
+    cx: &RoundContext,
+    round: RoundPlan,
     progress: &Progress,
 ) -> Result<Option<RoundOutcome>> {
+    let (kind, spec, p, initiator, timeout, peer) =
+        (cx.kind, cx.spec, cx.p, cx.initiator, cx.timeout, cx.peer);
+    let size = round.size;
     let max = max_size(p);
     let duration = p.duration_ms.map(Duration::from_millis);
     let mems: Vec<Option<RemoteMemory>> = remotes.iter().map(|e| e.memory).collect();
+    let lat_params = |iterations: Option<u64>, slots: u64, drop: Option<u64>| LatParams {
+        op: p.op,
+        size: size as usize,
+        iterations,
+        duration,
+        inline_max: if kind == Kind::Verify {
+            0
+        } else {
+            p.inline as usize
+        },
+        signal_every: p.timing.signal_every(),
+        slots,
+        drop_for_test: drop,
+        timeout,
+        peer: peer.to_string(),
+    };
     match kind {
         Kind::Bw => {
             let send = initiator || p.bidirectional;
@@ -399,13 +539,20 @@ fn run_round(
             if !send && !receive {
                 return Ok(None); // one-sided: the server's CPU takes no part
             }
+            let cq_mod = bw::effective_cq_mod(
+                p.cq_mod,
+                p.cq_mod_explicit,
+                size as usize,
+                spec.transport,
+                p.tx_depth,
+            );
             let bp = BwParams {
                 op: p.op,
                 size: size as usize,
                 iterations: p.iterations,
                 duration,
                 tx_depth: p.tx_depth,
-                cq_mod: p.cq_mod,
+                cq_mod,
                 post_list: p.post_list,
                 inline: size <= p.inline && qps.iter().all(|q| size <= q.qp.caps().max_inline_data),
                 rx_depth: RX_DEPTH,
@@ -425,19 +572,11 @@ fn run_round(
                 progress,
                 &STOP,
             )?;
-            Ok(Some(RoundOutcome::Bw(bw_result(size, &o))))
+            Ok(Some(RoundOutcome::Bw(bw_result(size, cq_mod, &o))))
         }
         Kind::Lat => {
             let tq = &mut qps[0];
-            let lp = LatParams {
-                op: p.op,
-                size: size as usize,
-                iterations: p.iterations,
-                duration,
-                inline_max: p.inline as usize,
-                timeout,
-                peer: peer.to_string(),
-            };
+            let lp = lat_params(p.iterations, 1, None);
             let (recorder, iterations, scale) = match p.op {
                 Op::Send => {
                     let pp = pp_params(spec, size as usize, max, p.iterations, peer, timeout);
@@ -469,38 +608,35 @@ fn run_round(
             if !initiator {
                 return Ok(None);
             }
-            Ok(Some(RoundOutcome::Lat(LatResult {
-                size,
-                iterations,
-                latency: recorder.stats(scale),
-                bw_avg_gbps: None,
-                verified: None,
-                mismatch: None,
-                histogram: recorder.buckets(20, scale),
-                cpu_s: None,
-                peer_cpu_s: None,
-            })))
+            Ok(Some(RoundOutcome::Lat(
+                LatResult {
+                    size,
+                    iterations,
+                    latency: recorder.stats(scale),
+                    bw_avg_gbps: None,
+                    verified: None,
+                    transfers_checked: None,
+                    mismatch: None,
+                    histogram: recorder.buckets(20, scale),
+                    cpu_s: None,
+                    peer_cpu_s: None,
+                },
+                recorder,
+            )))
         }
         Kind::Verify => {
             if !initiator {
                 return Ok(None);
             }
+            let batch = round
+                .batch
+                .ok_or_else(|| anyhow!("a diagnostic round without its transfers"))?;
             let tq = &mut qps[0];
             let mem = mems[0].ok_or_else(|| anyhow!("the peer exposed no buffer"))?;
-            if p.op == Op::Write {
-                verify::fill(&mut tq.mr.as_mut_slice()[..size as usize], size as u64);
-            } else {
-                tq.mr.as_mut_slice()[..size as usize].fill(0);
-            }
-            let lp = LatParams {
-                op: p.op,
-                size: size as usize,
-                iterations: p.iterations,
-                duration,
-                inline_max: 0,
-                timeout,
-                peer: peer.to_string(),
-            };
+            let drop = verify::drop_for_test()
+                .filter(|d| (batch.first..batch.first + batch.count).contains(d))
+                .map(|d| d - batch.first);
+            let lp = lat_params(Some(batch.count), batch.count, drop);
             let o = lat::run_serial(tq, mem, &lp, &STOP)?;
             let bytes = o.iterations as f64 * size as f64;
             let mut r = LatResult {
@@ -509,33 +645,43 @@ fn run_round(
                 latency: o.latency.stats(1.0),
                 bw_avg_gbps: Some(gbps(bytes / o.elapsed.as_secs_f64().max(1e-9))),
                 verified: None,
+                transfers_checked: None,
                 mismatch: None,
                 histogram: Vec::new(),
                 cpu_s: None,
                 peer_cpu_s: None,
             };
             if p.op == Op::Read {
-                let buf = &mut tq.mr.as_mut_slice()[..size as usize];
-                verify::corrupt_for_test(buf);
-                r.mismatch = verify::verify(buf, size as u64);
+                let span = batch.count as usize * size as usize;
+                let buf = &tq.mr.as_slice()[..span];
+                r.mismatch = verify::verify_slots(buf, size, batch.first, batch.count);
                 r.verified = Some(r.mismatch.is_none());
+                r.transfers_checked = Some(batch.count);
             }
-            Ok(Some(RoundOutcome::Lat(r)))
+            Ok(Some(RoundOutcome::Lat(r, o.latency)))
         }
     }
 }
 
 /// Before a round: clear what the peer's writes will land on (latency WRITE spins on it) and
-/// lay out the data a diagnostic moves. Runs before the peer is told to start.
-fn prepare_round(qps: &mut [TestQp], kind: Kind, p: &PerfSpec, size: u32, server: bool) {
+/// lay out the data a diagnostic moves: the writer's slots hold each transfer's own pattern,
+/// the reader's are zeroed, so a transfer that never arrives leaves nothing that could pass.
+/// Runs before the peer is told to start.
+fn prepare_round(qps: &mut [TestQp], kind: Kind, p: &PerfSpec, round: RoundPlan, server: bool) {
     let max = max_size(p);
-    let size = size as usize;
-    match (kind, p.op) {
-        (Kind::Lat, Op::Write) => qps[0].mr.as_mut_slice()[max..2 * max].fill(0),
-        (Kind::Verify, Op::Read) if server => {
-            verify::fill(&mut qps[0].mr.as_mut_slice()[..size], size as u64)
+    let size = round.size;
+    let buf = qps[0].mr.as_mut_slice();
+    match (kind, p.op, round.batch) {
+        (Kind::Lat, Op::Write, _) => buf[max..2 * max].fill(0),
+        (Kind::Verify, op, Some(b)) => {
+            let span = (b.count as usize * size as usize).min(buf.len());
+            // The source: the server's buffer for READ, the client's for WRITE.
+            if (op == Op::Read) == server {
+                verify::fill_slots(&mut buf[..span], size, b.first, b.count);
+            } else {
+                buf[..span].fill(0);
+            }
         }
-        (Kind::Verify, Op::Write) if server => qps[0].mr.as_mut_slice()[..size].fill(0),
         _ => {}
     }
 }
@@ -599,7 +745,7 @@ pub fn client(
             n,
         )?
     } else {
-        let mut qps = make_qps(&local, client_shape, n)?;
+        let mut qps = make_qps(&local, client_shape, n, &p)?;
         check_inline(&p, &qps)?;
         prepare_receives(&qps, kind, &p, spec)?;
         ch.send(&Message::PerfRequest {
@@ -620,13 +766,27 @@ pub fn client(
         qps: qps.len() as u32,
         tx_depth: p.tx_depth,
         cq_mod: p.cq_mod,
+        post_list: p.post_list,
+        outstanding_reads: (p.op == Op::Read).then(|| qps[0].rd_atomic as u32),
+        timing: (kind == Kind::Lat && p.op != Op::Read).then_some(p.timing),
+        signaling: match (kind, p.op) {
+            (Kind::Lat, Op::Read) | (Kind::Verify, _) => {
+                Some("every operation signalled, its completion ends the sample".into())
+            }
+            (Kind::Lat, _) => Some(p.timing.describe().into()),
+            _ => None,
+        },
         // What is really sent inline: the request, capped by what the device granted.
-        inline: p.inline.min(
-            qps.iter()
-                .map(|q| q.qp.caps().max_inline_data)
-                .min()
-                .unwrap_or(0),
-        ),
+        inline: if kind == Kind::Verify || p.op == Op::Read {
+            0
+        } else {
+            p.inline.min(
+                qps.iter()
+                    .map(|q| q.qp.caps().max_inline_data)
+                    .min()
+                    .unwrap_or(0),
+            )
+        },
         bidirectional: p.bidirectional,
         duration_s: p.duration_ms.map(|d| d as f64 / 1000.0),
         latency_measure: match (kind, p.op) {
@@ -642,69 +802,55 @@ pub fn client(
         tcp: Vec::new(),
         rdmadiag_version: crate::cli::VERSION.into(),
     };
+    let cx = RoundContext {
+        kind,
+        spec,
+        p: &p,
+        initiator: true,
+        timeout: opts.timeout,
+        peer: &peer,
+    };
     for &size in &p.sizes {
         on_round(size);
-        prepare_round(&mut qps, kind, &p, size, false);
-        ch.send(&Message::Round { size })?;
-        match ch.recv("the server's readiness for the round")? {
-            Message::RoundReady => {}
-            _ => bail!("{peer} sent an unexpected message before the round"),
-        }
-        let (outcome, cpu) = {
-            let _beat = Heartbeat::start(&ch)?;
-            crate::cpu::measure(|| {
-                run_round(
-                    &mut qps,
-                    &remotes,
-                    kind,
-                    spec,
-                    &p,
+        // The diagnostics move their transfers in rounds of as many as have a slot each.
+        let plans: Vec<RoundPlan> = if kind == Kind::Verify {
+            let total = p.iterations.unwrap_or(1);
+            let slots = verify_slots(size, total);
+            (0..total.div_ceil(slots))
+                .map(|k| RoundPlan {
                     size,
-                    true,
-                    opts.timeout,
-                    &peer,
-                    progress,
-                )
-            })
+                    batch: Some(Batch {
+                        first: k * slots,
+                        count: slots.min(total - k * slots),
+                    }),
+                })
+                .collect()
+        } else {
+            vec![RoundPlan { size, batch: None }]
         };
-        let outcome = match outcome {
-            Ok(o) => o,
-            Err(e) => return Err(ch.fail(e)),
-        };
-        let mine = match &outcome {
-            Some(RoundOutcome::Bw(b)) => serde_json::to_value(b)?,
-            Some(RoundOutcome::Lat(l)) => serde_json::to_value(l)?,
-            None => serde_json::Value::Null,
-        };
-        ch.send(&Message::RoundDone { summary: mine })?;
-        let theirs = match ch.recv_patient("the server's round result")? {
-            Message::RoundDone { summary } => summary,
-            _ => bail!("{peer} ended the round with an unexpected message"),
-        };
-        match outcome {
-            Some(RoundOutcome::Bw(mut b)) => {
-                b.cpu_s = cpu;
-                b.peer_cpu_s = cpu_of(&theirs);
-                if theirs.get("size").is_some() {
-                    b.peer = serde_json::from_value(theirs).ok().map(Box::new);
+        let mut merged: Option<(LatResult, LatencyRecorder)> = None;
+        for plan in plans {
+            let outcome = client_round(&mut ch, &mut qps, &remotes, &cx, plan, progress)?;
+            match outcome {
+                Some(RoundOutcome::Bw(b)) => report.bw.push(b),
+                Some(RoundOutcome::Lat(l, rec)) => {
+                    merged = Some(match merged.take() {
+                        None => (l, rec),
+                        Some((mut all, mut all_rec)) => {
+                            all_rec.absorb(&rec);
+                            merge_lat(&mut all, &l);
+                            (all, all_rec)
+                        }
+                    })
                 }
-                report.bw.push(b);
+                None => {}
             }
-            Some(RoundOutcome::Lat(mut l)) => {
-                l.cpu_s = cpu;
-                l.peer_cpu_s =
-                    cpu_of(&theirs).or_else(|| theirs.get("cpu").and_then(|c| c.as_f64()));
-                if p.op == Op::Write && kind == Kind::Verify {
-                    let m: Option<Mismatch> = theirs
-                        .get("mismatch")
-                        .and_then(|m| serde_json::from_value(m.clone()).ok())
-                        .flatten();
-                    l.verified = Some(m.is_none());
-                    l.mismatch = m;
-                }
-                report.lat.push(l);
+        }
+        if let Some((mut l, rec)) = merged {
+            if kind == Kind::Verify {
+                l.latency = rec.stats(1.0);
             }
-            None => {}
+            report.lat.push(l);
         }
     }
     if p.vs_tcp {
@@ -721,6 +867,124 @@ pub fn client(
         Message::Finished { .. } => Ok(report),
         _ => bail!("{peer} ended the run with an unexpected message"),
     }
+}
+
+/// Fold one diagnostic round into the size's result (latency is re-summarised by the caller).
+fn merge_lat(all: &mut LatResult, l: &LatResult) {
+    let (t_all, t_l) = (
+        all.bw_avg_gbps
+            .map(|g| all.iterations as f64 * all.size as f64 * 8.0 / (g * 1e9)),
+        l.bw_avg_gbps
+            .map(|g| l.iterations as f64 * l.size as f64 * 8.0 / (g * 1e9)),
+    );
+    all.iterations += l.iterations;
+    if let (Some(a), Some(b)) = (t_all, t_l) {
+        let bits = all.iterations as f64 * all.size as f64 * 8.0;
+        all.bw_avg_gbps = Some(bits / (a + b).max(1e-9) / 1e9);
+    }
+    all.verified = match (all.verified, l.verified) {
+        (Some(a), Some(b)) => Some(a && b),
+        (a, b) => a.or(b),
+    };
+    all.transfers_checked = match (all.transfers_checked, l.transfers_checked) {
+        (Some(a), Some(b)) => Some(a + b),
+        (a, b) => a.or(b),
+    };
+    if all.mismatch.is_none() {
+        all.mismatch = l.mismatch;
+    }
+    all.cpu_s = match (all.cpu_s, l.cpu_s) {
+        (Some(a), Some(b)) => Some(a + b),
+        (a, b) => a.or(b),
+    };
+    all.peer_cpu_s = match (all.peer_cpu_s, l.peer_cpu_s) {
+        (Some(a), Some(b)) => Some(a + b),
+        (a, b) => a.or(b),
+    };
+}
+
+/// The client's half of one round: tell the server, run, exchange results.
+fn client_round(
+    ch: &mut ControlChannel,
+    qps: &mut [TestQp],
+    remotes: &[Endpoint],
+    cx: &RoundContext,
+    plan: RoundPlan,
+    progress: &Progress,
+) -> Result<Option<RoundOutcome>> {
+    let (kind, p, peer) = (cx.kind, cx.p, cx.peer);
+    prepare_round(qps, kind, p, plan, false);
+    ch.send(&Message::Round {
+        size: plan.size,
+        batch: plan.batch,
+    })?;
+    match ch.recv("the server's readiness for the round")? {
+        Message::RoundReady => {}
+        _ => bail!("{peer} sent an unexpected message before the round"),
+    }
+    let (outcome, cpu) = {
+        let _beat = Heartbeat::start(ch)?;
+        crate::cpu::measure(|| run_round(qps, remotes, cx, plan, progress))
+    };
+    let outcome = match outcome {
+        Ok(o) => o,
+        Err(e) => return Err(ch.fail(e)),
+    };
+    let mine = match &outcome {
+        Some(RoundOutcome::Bw(b)) => serde_json::to_value(b)?,
+        Some(RoundOutcome::Lat(l, _)) => serde_json::to_value(l)?,
+        None => serde_json::Value::Null,
+    };
+    ch.send(&Message::RoundDone { summary: mine })?;
+    let theirs = match ch.recv_patient("the server's round result")? {
+        Message::RoundDone { summary } => summary,
+        _ => bail!("{peer} ended the round with an unexpected message"),
+    };
+    Ok(match outcome {
+        Some(RoundOutcome::Bw(mut b)) => {
+            b.cpu_s = cpu;
+            b.peer_cpu_s = cpu_of(&theirs);
+            if theirs.get("size").is_some() {
+                let reverse: Option<BwResult> = serde_json::from_value(theirs).ok();
+                match reverse {
+                    Some(r) if p.bidirectional => b = b.bidirectional(r.figures()),
+                    Some(r) => b.peer = Some(Box::new(r)),
+                    None => {}
+                }
+            } else if p.bidirectional {
+                bail!("{peer} did not report its direction of the bidirectional round");
+            }
+            Some(RoundOutcome::Bw(b))
+        }
+        Some(RoundOutcome::Lat(mut l, rec)) => {
+            l.cpu_s = cpu;
+            l.peer_cpu_s = cpu_of(&theirs).or_else(|| theirs.get("cpu").and_then(|c| c.as_f64()));
+            if p.op == Op::Write && kind == Kind::Verify {
+                // Fail closed: no verdict from the server is no verification.
+                let verdict = theirs
+                    .get("verified")
+                    .and_then(|v| v.as_bool())
+                    .ok_or_else(|| {
+                        anyhow!(
+                            "{peer} did not say whether our RDMA WRITEs arrived as sent (an older \
+                         rdmadiag server?): the data is unverified"
+                        )
+                    })?;
+                let m: Option<Mismatch> = theirs
+                    .get("mismatch")
+                    .and_then(|m| serde_json::from_value(m.clone()).ok())
+                    .flatten();
+                if !verdict && m.is_none() {
+                    bail!("{peer} reported a verification failure without its details");
+                }
+                l.verified = Some(verdict);
+                l.mismatch = m;
+                l.transfers_checked = theirs.get("checked").and_then(|c| c.as_u64());
+            }
+            Some(RoundOutcome::Lat(l, rec))
+        }
+        None => None,
+    })
 }
 
 /// Client half of one `--vs-tcp` round: connect to the port the server opened, move the same
@@ -862,7 +1126,7 @@ fn cm_client_connect(
             opts.choice.gid_index,
             Some(local_ip),
         )?;
-        let mut tq = make_qps(&local, shape, 1)?.remove(0);
+        let mut tq = make_qps(&local, shape, 1, p)?.remove(0);
         check_inline(p, std::slice::from_ref(&tq))?;
         prepare_receives(std::slice::from_ref(&tq), kind, p, spec)?;
         id.connect_with(&tq.qp, &[], cm_params(&tq), opts.timeout)?;
@@ -911,7 +1175,7 @@ fn cm_serve_connect(
             opts.choice.gid_index,
             Some(local_ip),
         )?;
-        let mut tq = make_qps(&local, shape, 1)?.remove(0);
+        let mut tq = make_qps(&local, shape, 1, p)?.remove(0);
         prepare_receives(std::slice::from_ref(&tq), kind, p, spec)?;
         let params = cm_params(&tq);
         ids.push(req.accept_with(&tq.qp, &[], params, opts.timeout)?);
@@ -953,7 +1217,7 @@ pub fn serve(
             return cm_serve_connect(ch, opts, spec, kind, &p, server_shape, local_ip, want);
         }
         let local = choose_port(&opts.choice, Some(local_ip))?;
-        let mut qps = make_qps(&local, server_shape, want)?;
+        let mut qps = make_qps(&local, server_shape, want, &p)?;
         prepare_receives(&qps, kind, &p, spec)?;
         for (tq, r) in qps.iter_mut().zip(client_eps) {
             tq.connect(r, spec.mtu)?;
@@ -978,31 +1242,39 @@ pub fn serve(
         endpoints: qps.iter().map(|q| q.endpoint()).collect(),
     })?;
     let progress = Progress::default();
+    let cx = RoundContext {
+        kind,
+        spec,
+        p: &p,
+        initiator: false,
+        timeout: opts.timeout,
+        peer: &peer,
+    };
     let mut last = serde_json::Value::Null;
     // A failed verification ends this side non-zero too, after the protocol is finished.
     let mut failed: Option<String> = None;
     loop {
         match ch.recv_patient("the next round")? {
-            Message::Round { size } => {
+            Message::Round { size, batch } => {
                 if !p.sizes.contains(&size) {
                     bail!("{peer} asked for a round of {size} bytes it did not announce");
                 }
-                prepare_round(&mut qps, kind, &p, size, true);
+                let plan = RoundPlan { size, batch };
+                if kind == Kind::Verify {
+                    let slots = verify_slots(size, p.iterations.unwrap_or(1));
+                    match batch {
+                        Some(b) if b.count >= 1 && b.count <= slots => {}
+                        _ => bail!(
+                            "{peer} asked for a diagnostic round of {} transfers; this run \
+                             has room for 1..={slots}",
+                            batch.map_or(0, |b| b.count)
+                        ),
+                    }
+                }
+                prepare_round(&mut qps, kind, &p, plan, true);
                 ch.send(&Message::RoundReady)?;
-                let (mine, cpu) = crate::cpu::measure(|| {
-                    run_round(
-                        &mut qps,
-                        client_eps,
-                        kind,
-                        spec,
-                        &p,
-                        size,
-                        false,
-                        opts.timeout,
-                        &peer,
-                        &progress,
-                    )
-                });
+                let (mine, cpu) =
+                    crate::cpu::measure(|| run_round(&mut qps, client_eps, &cx, plan, &progress));
                 let mine = match mine {
                     Ok(m) => m,
                     Err(e) => return Err(ch.fail(e)),
@@ -1011,28 +1283,39 @@ pub fn serve(
                     Message::RoundDone { summary } => summary,
                     _ => bail!("{peer} ended the round with an unexpected message"),
                 };
-                let reply = match mine {
-                    Some(RoundOutcome::Bw(mut b)) => {
+                let reply = match (mine, batch) {
+                    (Some(RoundOutcome::Bw(mut b)), _) => {
                         b.cpu_s = cpu;
                         serde_json::to_value(b)?
                     }
-                    Some(RoundOutcome::Lat(mut l)) => {
+                    (Some(RoundOutcome::Lat(mut l, _)), _) => {
                         l.cpu_s = cpu;
                         serde_json::to_value(l)?
                     }
-                    None if kind == Kind::Verify && p.op == Op::Write => {
-                        let buf = &mut qps[0].mr.as_mut_slice()[..size as usize];
-                        verify::corrupt_for_test(buf);
-                        let m = verify::verify(buf, size as u64);
+                    (None, Some(b)) if kind == Kind::Verify && p.op == Op::Write => {
+                        // Every slot of the round holds its own transfer's pattern, or not.
+                        let span = b.count as usize * size as usize;
+                        let m = verify::verify_slots(
+                            &qps[0].mr.as_slice()[..span],
+                            size,
+                            b.first,
+                            b.count,
+                        );
                         if let Some(m) = m {
                             status(opts, &format!("round of {size} bytes: {m}"));
                             failed.get_or_insert(format!(
-                                "RDMA WRITE verification of {size} bytes from {peer} failed: {m}"
+                                "RDMA WRITE verification of {size}-byte transfers from {peer} \
+                                 failed: {m}"
                             ));
                         }
-                        serde_json::json!({ "mismatch": m, "cpu_s": cpu })
+                        serde_json::json!({
+                            "verified": m.is_none(),
+                            "checked": b.count,
+                            "mismatch": m,
+                            "cpu_s": cpu,
+                        })
                     }
-                    None => serde_json::json!({ "cpu_s": cpu }),
+                    (None, _) => serde_json::json!({ "cpu_s": cpu }),
                 };
                 ch.send(&Message::RoundDone {
                     summary: reply.clone(),
@@ -1045,7 +1328,7 @@ pub fn serve(
             Message::Finished { .. } => {
                 ch.send(&Message::Finished { summary: None })?;
                 if let Some(f) = failed {
-                    bail!(f);
+                    return Err(DataMismatch(f).into());
                 }
                 return Ok(last);
             }
@@ -1076,7 +1359,10 @@ mod tests {
                 qps: 1,
                 tx_depth: 128,
                 cq_mod: 100,
+                cq_mod_explicit: false,
                 post_list: 16,
+                outstanding: None,
+                timing: LatTiming::Perftest,
                 inline: 0,
                 inline_explicit: false,
                 bidirectional: false,

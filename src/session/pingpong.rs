@@ -25,7 +25,11 @@ pub struct PingpongReport {
     pub test: String,
     pub transport: Transport,
     pub size: u32,
+    /// Round trips actually run.
     pub iterations: u64,
+    /// Round trips asked for (-n).
+    #[serde(default)]
+    pub requested_iterations: u64,
     pub rx_depth: u32,
     pub events: bool,
     pub compat: Option<String>,
@@ -34,6 +38,13 @@ pub struct PingpongReport {
     pub remote: Endpoint,
     pub elapsed_s: f64,
     pub round_trips_per_sec: f64,
+    /// Elapsed time over round trips, as ibv_rc_pingpong's "usec/iter" (a mean that includes
+    /// everything between the first send and the last completion).
+    #[serde(default)]
+    pub usec_per_iter: f64,
+    /// Completions requested: "every send" (as ibv_rc_pingpong).
+    #[serde(default)]
+    pub signaling: String,
     /// Payload bits moved both ways per second, in Mb/s (as ibv_rc_pingpong counts).
     pub bandwidth_mbps: f64,
     /// Round-trip latency.
@@ -82,6 +93,8 @@ fn params(spec: &TestSpec, opts: &SessionOptions, peer: &str) -> PingpongParams 
         duration: None,
         mark_last: !opts.compat_ibv,
         inline_max: 64,
+        // As ibv_rc_pingpong: every send signalled, each side waits for it every round trip.
+        signal_every: 1,
         timeout: opts.timeout,
         peer: peer.to_string(),
     }
@@ -144,7 +157,8 @@ fn report(
         test: "pingpong".into(),
         transport: spec.transport,
         size: spec.size,
-        iterations: spec.iterations,
+        iterations: outcome.round_trips,
+        requested_iterations: spec.iterations,
         rx_depth: spec.rx_depth,
         events: spec.events,
         compat: compat.map(String::from),
@@ -153,6 +167,8 @@ fn report(
         remote,
         elapsed_s: secs,
         round_trips_per_sec: outcome.round_trips as f64 / secs,
+        usec_per_iter: secs * 1e6 / outcome.round_trips.max(1) as f64,
+        signaling: "every send, each side waits for it every round trip".into(),
         bandwidth_mbps: (spec.size as f64 * 2.0 * outcome.round_trips as f64 * 8.0) / secs / 1e6,
         latency: outcome.latency.stats(1.0),
         rdmadiag_version: crate::cli::VERSION.into(),
