@@ -1,32 +1,38 @@
 #!/usr/bin/env bash
 # perf.sh: benchmark `rdmadiag bw` and `rdmadiag lat` against perftest on rxe0 in one lab guest.
 #
-# usage: bench/perf.sh     (BENCH_N=3 rounds; BENCH_BW_ITERS=1000 at 64 KiB, BENCH_LAT_ITERS=1000
-#                           at 2 B, BENCH_RATE_ITERS=10000 at 64 B)
+# usage: bench/perf.sh     (BENCH_N=10 rounds; BENCH_BW_ITERS=500 at 64 KiB, BENCH_LAT_ITERS=1000
+#                           at 2 B, BENCH_RATE_ITERS=10000 at 64 B; BENCH_TABLES="matched defaults")
 #
 # Builds the release binary here, then in ONE Soft-RoCE lab guest runs, BENCH_N times, every pair
 # below, server + client each, rdmadiag and perftest alternately (which goes first alternates from
-# round to round), with identical sizes and iteration counts:
+# round to round), with identical sizes and iteration counts. Two tables:
 #
-#   bw   --op write|send|read -s 64K -n I   vs  ib_write_bw|ib_send_bw|ib_read_bw -x 1 -s 65536 -n I
-#        (average bandwidth: rdmadiag's bw_avg_gbps against perftest's "BW average[MB/sec]", whose
-#        MB is 2^20 bytes, converted to Gb/s; its --report_gbits would round to 0.01 Gb/s)
-#   lat  --op write|send|read -s 2 -n I     vs  ib_write_lat|ib_send_lat|ib_read_lat -x 1 -s 2 -n I
-#        (median in us: rdmadiag's median_us, perftest's t_typical; both count half the round trip
-#        for send and write and the whole round trip for read)
-#   bw   --op write -s 64 -n I              vs  ib_write_bw -x 1 -s 64 -n I
-#        (message rate in Mpps: msg_rate_mpps against perftest's MsgRate column)
+# (a) matched settings: rdmadiag's flags set to what perftest really runs with on rxe0:
+#   bw   --op write|send|read -s 64K -l 1   vs  ib_*_bw -x 1 -s 65536 (post list 1, CQ moderation 1
+#        above 8 KiB on both, tx depth 128, outstanding reads the device maximum, inline 0)
+#   bw   --op write -s 64 -l 1 -Q 100       vs  ib_write_bw -x 1 -s 64 (message rate: post list 1,
+#        CQ moderation 100)
+#   lat  --op write|send|read -s 2 -I 0     vs  ib_*_lat -x 1 -s 2 (inline 0: perftest does not
+#        know rxe and disables inline; every operation signalled and polled: --timing perftest)
+# (b) defaults against defaults (labelled so): each tool as a user would start it.
 #
-# Each figure is the client's, the median over the rounds. Prints per pair: ours, perftest's, the
-# ratio ours/perftest and whether the goal is met (bandwidth and message rate >= 1.00x, median
-# latency <= 1.00x). Under TCG only ratios measured in the same guest mean anything.
+# Figures: bandwidth is rdmadiag's bw_avg_gbps against perftest's "BW average[MB/sec]" (MB = 2^20
+# bytes) in Gb/s; latency is the median in us (perftest's t_typical), half the round trip for send
+# and write, the whole round trip for read; message rate is Mpps. Each figure is the client's.
+# Prints both command lines, each side's min/median/max over the rounds and the ratio of medians
+# (goals: bandwidth and message rate >= 1.00x, median latency <= 1.00x). Under TCG only ratios
+# measured in the same guest mean anything.
 # A benchmark, not a test: it fails only when a run fails, never because of a ratio.
 set -euo pipefail
 # shellcheck source=scripts/lib/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib/common.sh"
 
-n=${BENCH_N:-3} bw_iters=${BENCH_BW_ITERS:-1000} lat_iters=${BENCH_LAT_ITERS:-1000}
-rate_iters=${BENCH_RATE_ITERS:-10000}
+n=${BENCH_N:-10} bw_iters=${BENCH_BW_ITERS:-500} lat_iters=${BENCH_LAT_ITERS:-1000}
+rate_iters=${BENCH_RATE_ITERS:-10000} tables=${BENCH_TABLES:-matched defaults}
+for t in $tables; do
+    [[ $t == matched || $t == defaults ]] || die "BENCH_TABLES lists matched and/or defaults, not '$t'"
+done
 for v in "$n" "$bw_iters" "$lat_iters" "$rate_iters"; do
     [[ $v =~ ^[1-9][0-9]*$ ]] || die "BENCH_N and BENCH_*_ITERS must be positive whole numbers"
 done
@@ -37,7 +43,7 @@ bench_prepare
 cat >"$work/guest.sh" <<'GUEST'
 #!/bin/bash
 # Guest part of bench/perf.sh: alternate rdmadiag and perftest pairs, print one sample per run.
-n=$1 bw_iters=$2 lat_iters=$3 rate_iters=$4 bin=$5 work=$6
+n=$1 bw_iters=$2 lat_iters=$3 rate_iters=$4 bin=$5 work=$6 tables=$7
 port=19000
 # Every command is bounded: nothing may hang the guest.
 T=120
@@ -78,21 +84,30 @@ perftest_run() {
     echo "$v"
 }
 
-# pair NAME: one rdmadiag run and one perftest run of the pair NAME, in the order of this round.
+# pair TABLE NAME: one rdmadiag run and one perftest run of the pair NAME, in this round's order.
 pair() {
-    local name=$1 ours theirs
+    local table=$1 name=$2 ours theirs match=()
     local op=${name#*_}
+    case $table/$name in
+        matched/bw_*) match=(-l 1) ;;
+        matched/rate_write) match=(-l 1 -Q 100) ;;
+        matched/lat_*) match=(-I 0 --timing perftest) ;;
+    esac
     case $name in
         bw_*)
-            ours=(bw bw_avg_gbps --op "$op" -s 64K -n "$bw_iters")
+            ours=(bw bw_avg_gbps --op "$op" -s 64K -n "$bw_iters" "${match[@]}")
             theirs=("ib_${op}_bw" 3 -s 65536 -n "$bw_iters") ;;
         lat_*)
-            ours=(lat median_us --op "$op" -s 2 -n "$lat_iters")
+            ours=(lat median_us --op "$op" -s 2 -n "$lat_iters" "${match[@]}")
             theirs=("ib_${op}_lat" 4 -s 2 -n "$lat_iters") ;;
         rate_write)
-            ours=(bw msg_rate_mpps --op write -s 64 -n "$rate_iters")
+            ours=(bw msg_rate_mpps --op write -s 64 -n "$rate_iters" "${match[@]}")
             theirs=(ib_write_bw 4 -s 64 -n "$rate_iters") ;;
     esac
+    if ((round == 0)); then
+        echo "cmd $table $name rdmadiag ${ours[0]} 10.77.0.1 ${ours[*]:2}"
+        echo "cmd $table $name perftest ${theirs[0]} -F -x 1 ${theirs[*]:2} 10.77.0.1"
+    fi
     local a b
     if ((round % 2 == 0)); then
         a=$(rdmadiag_run "${ours[@]}") || { echo "$a"; exit 1; }
@@ -101,65 +116,77 @@ pair() {
         b=$(perftest_run "${theirs[@]}") || { echo "$b"; exit 1; }
         a=$(rdmadiag_run "${ours[@]}") || { echo "$a"; exit 1; }
     fi
-    echo "sample $name rdmadiag $a"
-    echo "sample $name perftest $b"
+    echo "sample $table $name rdmadiag $a"
+    echo "sample $table $name perftest $b"
 }
 
 for ((round = 0; round < n; round++)); do
-    for name in bw_write bw_send bw_read lat_write lat_send lat_read rate_write; do
-        pair "$name"
+    for table in $tables; do
+        for name in bw_write bw_send bw_read lat_write lat_send lat_read rate_write; do
+            pair "$table" "$name"
+        done
     done
 done
 GUEST
 
-note "alternating $n rounds of rdmadiag and perftest (bw 64K x $bw_iters, lat 2 B x $lat_iters, 64 B x $rate_iters) in the lab"
+note "alternating $n rounds of rdmadiag and perftest (bw 64K x $bw_iters, lat 2 B x $lat_iters, 64 B x $rate_iters; tables: $tables) in the lab"
 lab_rc=0
-"$RDMADIAG_ROOT/scripts/lab" --timeout 1800 -- \
-    "$(printf '%q ' bash "$work/guest.sh" "$n" "$bw_iters" "$lat_iters" "$rate_iters" "$bin" "$work")" \
+"$RDMADIAG_ROOT/scripts/lab" --timeout 3600 -- \
+    "$(printf '%q ' bash "$work/guest.sh" "$n" "$bw_iters" "$lat_iters" "$rate_iters" "$bin" "$work" "$tables")" \
     >"$work/lab.out" 2>&1 || lab_rc=$?
-grep -v '^sample ' "$work/lab.out" >&2 || true
+grep -v -e '^sample ' -e '^cmd ' "$work/lab.out" >&2 || true
 ((lab_rc == 0)) || die "the lab run failed (exit $lab_rc)"
 
 python3 - "$work/lab.out" "$n" "$bw_iters" "$lat_iters" "$rate_iters" <<'PY'
 import statistics, sys
-samples = {}
+samples, cmds = {}, {}
 for line in open(sys.argv[1]):
     p = line.split()
-    if len(p) == 4 and p[0] == "sample":
-        x = float(p[3])
-        if p[1].startswith("bw_") and p[2] == "perftest":
+    if len(p) == 5 and p[0] == "sample":
+        x = float(p[4])
+        if p[2].startswith("bw_") and p[3] == "perftest":
             x = x * 2**20 * 8 / 1e9  # perftest's MB/sec (MB = 2^20 bytes) to Gb/s
-        samples.setdefault((p[1], p[2]), []).append(x)
+        samples.setdefault((p[1], p[2], p[3]), []).append(x)
+    elif len(p) > 4 and p[0] == "cmd":
+        cmds[(p[1], p[2], p[3])] = " ".join(p[4:])
 n, bw_iters, lat_iters, rate_iters = sys.argv[2:6]
 rows = [
-    # name, label, perftest tool, unit, higher is better
-    ("bw_write", "bw write 64 KiB", "ib_write_bw", "Gb/s", True),
-    ("bw_send", "bw send 64 KiB", "ib_send_bw", "Gb/s", True),
-    ("bw_read", "bw read 64 KiB", "ib_read_bw", "Gb/s", True),
-    ("lat_write", "lat write 2 B (median)", "ib_write_lat", "us", False),
-    ("lat_send", "lat send 2 B (median)", "ib_send_lat", "us", False),
-    ("lat_read", "lat read 2 B (median)", "ib_read_lat", "us", False),
-    ("rate_write", "msg rate write 64 B", "ib_write_bw", "Mpps", True),
+    # name, label, unit, higher is better
+    ("bw_write", "bw write 64 KiB", "Gb/s", True),
+    ("bw_send", "bw send 64 KiB", "Gb/s", True),
+    ("bw_read", "bw read 64 KiB", "Gb/s", True),
+    ("lat_write", "lat write 2 B median", "us", False),
+    ("lat_send", "lat send 2 B median", "us", False),
+    ("lat_read", "lat read 2 B median", "us", False),
+    ("rate_write", "msg rate write 64 B", "Mpps", True),
 ]
-print(f"\n{n} alternating rounds on rxe0, medians over the rounds (TCG: compare ratios, not figures);"
-      f"\nbw {bw_iters} x 64 KiB, lat {lat_iters} x 2 B, msg rate {rate_iters} x 64 B\n")
-print(f"{'test':<24}{'perftest tool':<14}{'unit':>5}{'rdmadiag':>11}{'perftest':>11}{'ours/pt':>9}  goal")
-missed = 0
-for name, label, tool, unit, higher in rows:
-    ours, theirs = samples.get((name, "rdmadiag")), samples.get((name, "perftest"))
-    if not ours or not theirs:
-        sys.exit(f"no samples for {label}")
-    o, t = statistics.median(ours), statistics.median(theirs)
-    r = o / t if t else float("inf")
-    met = r >= 1.0 if higher else r <= 1.0
-    missed += not met
-    goal = (">= 1.00x " if higher else "<= 1.00x ") + ("met" if met else "NOT met")
-    fmt = ".3f" if unit != "us" else ".2f"
-    print(f"{label:<24}{tool:<14}{unit:>5}{o:>11{fmt}}{t:>11{fmt}}{r:>8.2f}x  {goal}")
-print(f"\n{len(rows) - missed} of {len(rows)} goals met")
-print("per-round samples (rdmadiag | perftest):")
-for name, label, *_ in rows:
-    ours = " ".join(f"{x:.4g}" for x in samples[(name, "rdmadiag")])
-    theirs = " ".join(f"{x:.4g}" for x in samples[(name, "perftest")])
-    print(f"  {label:<24}{ours} | {theirs}")
+titles = {
+    "matched": "(a) MATCHED SETTINGS: rdmadiag set to what perftest runs with",
+    "defaults": "(b) DEFAULTS AGAINST DEFAULTS (not matched: post list 16 vs 1, inline 236 vs 0)",
+}
+print(f"\n{n} alternating rounds on rxe0 (TCG: compare ratios, not figures); "
+      f"bw {bw_iters} x 64 KiB, lat {lat_iters} x 2 B, msg rate {rate_iters} x 64 B")
+for table in ("matched", "defaults"):
+    if not any(k[0] == table for k in samples):
+        continue
+    print(f"\n{titles[table]}\n")
+    print(f"{'test':<22}{'unit':>5}  {'rdmadiag min/median/max':>27}  {'perftest min/median/max':>27}{'ratio':>7}  goal")
+    missed = 0
+    for name, label, unit, higher in rows:
+        ours, theirs = samples.get((table, name, "rdmadiag")), samples.get((table, name, "perftest"))
+        if not ours or not theirs:
+            sys.exit(f"no samples for {table} {label}")
+        fmt = ".2f" if unit == "us" else ".4f"
+        span = lambda v: "/".join(f"{x:{fmt}}" for x in (min(v), statistics.median(v), max(v)))
+        o, t = statistics.median(ours), statistics.median(theirs)
+        r = o / t if t else float("inf")
+        met = r >= 1.0 if higher else r <= 1.0
+        missed += not met
+        goal = (">= 1.00" if higher else "<= 1.00") + (" met" if met else " NOT met")
+        print(f"{label:<22}{unit:>5}  {span(ours):>27}  {span(theirs):>27}{r:>6.2f}x  {goal}")
+    print(f"{len(rows) - missed} of {len(rows)} goals met")
+    print("command lines (client side; the server runs the same without the address):")
+    for name, label, *_ in rows:
+        print(f"  {label:<22}{cmds.get((table, name, 'rdmadiag'), '?')}")
+        print(f"  {'':<22}{cmds.get((table, name, 'perftest'), '?')}")
 PY

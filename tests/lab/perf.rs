@@ -1,6 +1,7 @@
 //! Lab tests of bw, lat, write and read: every operation in every role (loopback, and a client
 //! with a separate server process over TCP control), the JSON of each, data verification proven
-//! with a corrupted byte, health thresholds and invalid combinations.
+//! with transfers that never arrived, -a sweeps end to end, health thresholds and invalid
+//! combinations.
 //!
 //! Figures are checked for shape and consistency only (positive, ordered, one result per size),
 //! never against a speed: TCG makes every timing meaningless. Iteration counts stay small so the
@@ -17,7 +18,8 @@ const LIMIT: Duration = Duration::from_secs(60);
 const HOST: &str = "10.77.0.1";
 /// The GID rdmadiag picks by default on rxe0: RoCE v2, IPv4-mapped.
 const GID: &str = "::ffff:10.77.0.1";
-const CORRUPT: &str = "RDMADIAG_TEST_CORRUPT_OFFSET";
+/// The client leaves transfer N (1-based) of a write/read diagnostic unposted.
+const DROP: &str = "RDMADIAG_TEST_DROP_TRANSFER";
 
 /// Run rdmadiag with extra environment, bounded by LIMIT.
 fn run_env(args: &[&str], env: &[(&str, &str)]) -> Output {
@@ -125,7 +127,7 @@ fn check_header(v: &Value, test: &str, op: &str, transport: &str) {
             .as_str()
             .is_some_and(|s| !s.is_empty())
     );
-    for k in ["qps", "tx_depth", "cq_mod", "inline"] {
+    for k in ["qps", "tx_depth", "cq_mod", "post_list", "inline"] {
         assert!(v[k].as_u64().is_some(), "{k} in {v}");
     }
     assert!(v["bidirectional"].is_boolean(), "{v}");
@@ -145,8 +147,24 @@ fn check_bw_result(r: &Value, size: u64, iters: Option<u64>) {
         num(r, "msg_rate_mpps"),
     );
     assert!(peak > 0.0 && avg > 0.0 && rate > 0.0, "{r}");
-    assert!(peak >= avg * 0.99, "peak below average: {r}");
+    // No relation between peak and average is asserted: peak comes from real completion
+    // times (unit-tested in src/perf/bw.rs), and nothing clamps one to the other.
     assert!(num(r, "elapsed_s") > 0.0, "{r}");
+}
+
+/// Without -Q, sizes above 8 KiB get a completion each (as perftest), others the default 100
+/// (never more than the send queue depth).
+fn check_cq_mod(v: &Value) {
+    let depth = v["tx_depth"].as_u64().unwrap();
+    for r in v["bw"].as_array().unwrap() {
+        let size = r["size"].as_u64().unwrap();
+        let want = if size > 8192 && v["transport"] != "UD" {
+            1
+        } else {
+            100.min(depth)
+        };
+        assert_eq!(r["cq_mod"], want, "{r}");
+    }
 }
 
 /// A bw report: one result per size in `sizes`, in order. `iters` is the operations expected
@@ -158,6 +176,19 @@ fn check_bw(v: &Value, op: &str, transport: &str, sizes: &[u64], iters: Option<u
     let got: Vec<u64> = bw.iter().map(|r| r["size"].as_u64().unwrap()).collect();
     assert_eq!(got, sizes, "one result per size, in order");
     for (r, &size) in bw.iter().zip(sizes) {
+        if v["bidirectional"] == true {
+            // The figures are the sum of both directions; each direction is there too.
+            check_bw_result(r, size, iters.map(|n| 2 * n));
+            let (f, b) = (&r["forward"], &r["reverse"]);
+            check_bw_result(&json_with_size(f, size), size, iters);
+            check_bw_result(&json_with_size(b, size), size, iters);
+            let sum = num(f, "bw_avg_gbps") + num(b, "bw_avg_gbps");
+            assert!(
+                (num(r, "bw_avg_gbps") - sum).abs() <= 1e-9 * sum.max(1.0),
+                "{r}"
+            );
+            continue;
+        }
         check_bw_result(r, size, iters);
         if op == "send" && transport == "RC" {
             // The receiver's own figure: on RC it got every message.
@@ -169,6 +200,14 @@ fn check_bw(v: &Value, op: &str, transport: &str, sizes: &[u64], iters: Option<u
             assert!(r.get("peer").is_none_or(Value::is_null), "{r}");
         }
     }
+}
+
+/// One direction's figures carry no size of their own: give them the round's.
+fn json_with_size(d: &Value, size: u64) -> Value {
+    assert!(d.is_object(), "a direction of a -b round: {d}");
+    let mut d = d.clone();
+    d["size"] = size.into();
+    d
 }
 
 /// A latency result: statistics ordered, samples counted.
@@ -235,38 +274,32 @@ fn check_xfer(v: &Value, op: &str, size: u64, iters: u64) {
     let r = &lat[0];
     check_lat_result(r, size, Some(iters));
     assert_eq!(r["verified"], true, "{r}");
+    assert_eq!(r["transfers_checked"], iters, "every transfer checked: {r}");
     assert!(r.get("mismatch").is_none_or(Value::is_null), "{r}");
     assert!(num(r, "bw_avg_gbps") > 0.0, "{r}");
 }
 
-/// A diagnostic whose verifying side flipped byte `offset`: exit 1, one line naming the offset
-/// and both bytes, and the same mismatch in the JSON report.
-fn check_corrupted(o: &Output, op: &str, offset: u64) {
-    assert_eq!(o.status.code(), Some(1), "{op}: {}", stderr(o));
+/// A diagnostic whose client left transfer `lost` unposted: exit 4 (data not as sent), one line
+/// naming the operation and the transfer, and the same in the JSON report.
+fn check_lost(o: &Output, op: &str, lost: u64) {
+    assert_eq!(o.status.code(), Some(4), "{op}: {}", stderr(o));
     let line = one_error_line(o);
     assert!(
-        line.contains(&op.to_uppercase()) && line.contains(&format!("offset {offset}:")),
+        line.contains(&op.to_uppercase())
+            && line.contains(&format!("transfer {lost} did not arrive as sent")),
         "{line}"
     );
-    let hex_after = |tag: &str| -> u8 {
-        let rest = line
-            .split_once(tag)
-            .unwrap_or_else(|| panic!("no '{tag}' in {line}"))
-            .1;
-        let h: String = rest.chars().take_while(char::is_ascii_hexdigit).collect();
-        u8::from_str_radix(&h, 16).unwrap_or_else(|_| panic!("bad byte after '{tag}': {line}"))
-    };
-    let (expected, found) = (hex_after("expected 0x"), hex_after("found 0x"));
-    assert_eq!(found, expected ^ 0xff, "the hook flips every bit: {line}");
     let v: Value = serde_json::from_slice(&o.stdout)
         .unwrap_or_else(|e| panic!("{op}: the report still comes out ({e}): {}", stdout(o)));
     let r = &v["lat"][0];
     assert_eq!(r["verified"], false, "{r}");
     let m = &r["mismatch"];
-    assert_eq!(m["offset"], offset, "{m}");
-    assert_eq!(m["expected"], expected, "{m}");
-    assert_eq!(m["actual"], found, "{m}");
-    assert_eq!(m["bad_bytes"], 1, "{m}");
+    assert_eq!(m["transfer"], lost, "{m}");
+    assert_eq!(
+        m["actual"], 0,
+        "nothing landed: the slot stayed zeroed: {m}"
+    );
+    assert!(m["bad_bytes"].as_u64().unwrap() > 0, "{m}");
 }
 
 #[test]
@@ -322,15 +355,11 @@ fn bw_qps_bidirectional_and_transports() {
             &["bw", "--op", op, "-b", "-s", "64K", "-n", "100", "--json"],
             port,
         );
-        check_bw(&v, op, "RC", &[65536], Some(100));
         assert_eq!(v["bidirectional"], true);
-        let peer = &v["bw"][0]["peer"];
-        assert!(peer.is_object(), "-b reports the reverse direction: {v}");
-        check_bw_result(peer, 65536, Some(100));
+        check_bw(&v, op, "RC", &[65536], Some(100));
     }
     let v = loopback(&["bw", "-b", "--op", "read", "-s", "64K", "-n", "100"]);
     check_bw(&v, "read", "RC", &[65536], Some(100));
-    check_bw_result(&v["bw"][0]["peer"], 65536, Some(100));
 
     // UC WRITE: every operation completes on the sender.
     let v = loopback(&["bw", "-c", "UC", "--op", "write", "-s", "64K", "-n", "200"]);
@@ -379,7 +408,7 @@ fn bw_duration_and_sweep() {
     );
     check_bw(&v, "read", "RC", &[2, 4096, 32768], Some(100));
 
-    // -a (23 sizes up to 8 MiB) is too slow under TCG; its conflict with -D is checked here.
+    // -a runs end to end in sweeps_with_a_complete_for_every_op; its conflict with -D:
     let o = run(&["bw", "--loopback", "-a", "-D", "1s"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     one_error_line(&o);
@@ -467,45 +496,74 @@ fn write_and_read_diagnostics_verify_every_byte() {
 
 #[test]
 #[ignore = "lab: needs rxe0; run by scripts/test inside the Soft-RoCE lab"]
-fn corrupted_bytes_are_caught_and_located() {
+fn transfers_that_never_arrived_are_caught() {
     require_rxe0();
-    // READ: the client verifies what it read.
+    // READ: the client verifies each slot it read into (zeroed before the round).
     let o = run_env(
         &["read", "--loopback", "-s", "64K", "-n", "3", "--json"],
-        &[(CORRUPT, "4097")],
+        &[(DROP, "2")],
     );
-    check_corrupted(&o, "read", 4097);
+    check_lost(&o, "read", 2);
     let (c, s) = pair(
         "read",
-        &["read", "-s", "64K", "-n", "3", "--json"],
+        &["read", "-s", "4K", "-n", "20", "--json"],
         18923,
-        &[(CORRUPT, "65535")],
+        &[(DROP, "20")],
         &[],
     );
-    check_corrupted(&c, "read", 65535);
+    check_lost(&c, "read", 20);
     assert!(!stderr(&s).contains("panicked"), "{}", stderr(&s));
-    // WRITE: the server verifies what landed in its memory; the client reports it.
+    // WRITE: the server verifies every slot of each round; client and server both exit 4.
     let (c, s) = pair(
         "write",
         &["write", "-s", "64K", "-n", "3", "--json"],
         18924,
+        &[(DROP, "1")],
         &[],
-        &[(CORRUPT, "0")],
     );
-    check_corrupted(&c, "write", 0);
+    check_lost(&c, "write", 1);
+    assert_eq!(s.status.code(), Some(4), "server: {}", stderr(&s));
     assert!(!stderr(&s).contains("panicked"), "{}", stderr(&s));
-    assert!(matches!(s.status.code(), Some(0 | 1)), "{}", stderr(&s));
+    // 8 MiB transfers: two slots per round, so three transfers take two rounds; the lost
+    // one is in the second round (every round is checked, not just the last transfer).
     let o = run_env(
-        &["write", "--loopback", "-s", "8K", "-n", "3", "--json"],
-        &[(CORRUPT, "8191")],
+        &["write", "--loopback", "-s", "8M", "-n", "3", "--json"],
+        &[(DROP, "3")],
     );
-    check_corrupted(&o, "write", 8191);
-    // An offset past the buffer changes nothing.
-    let o = run_env(
-        &["read", "--loopback", "-s", "4K", "-n", "3", "--json"],
-        &[(CORRUPT, "4096")],
-    );
-    check_xfer(&json_of(&o, "read, hook past the end"), "read", 4096, 3);
+    check_lost(&o, "write", 3);
+    let v = loopback(&["write", "-s", "8M", "-n", "3"]);
+    check_xfer(&v, "write", 8 << 20, 3);
+    // The control: the same runs with nothing dropped pass.
+    let v = loopback(&["read", "-s", "64K", "-n", "3"]);
+    check_xfer(&v, "read", 65536, 3);
+}
+
+/// perftest's -a sweep, end to end: 2 B to 8 MiB, every op, bw and lat, both roles.
+#[test]
+#[ignore = "lab: needs rxe0; run by scripts/test inside the Soft-RoCE lab"]
+fn sweeps_with_a_complete_for_every_op() {
+    require_rxe0();
+    let all: Vec<u64> = (1..=23).map(|k| 1u64 << k).collect();
+    for (op, port) in [("write", 18930), ("send", 18931), ("read", 18932)] {
+        let v = loopback(&["bw", "--op", op, "-a", "-n", "5"]);
+        check_bw(&v, op, "RC", &all, Some(5));
+        check_cq_mod(&v);
+        let v = client_server(&["lat", "--op", op, "-a", "-n", "5", "--json"], port);
+        check_lat(&v, op, &all, Some(5));
+    }
+    for (op, port) in [("write", 18933), ("send", 18934)] {
+        let v = client_server(&["bw", "--op", op, "-a", "-n", "5", "--json"], port);
+        check_bw(&v, op, "RC", &all, Some(5));
+    }
+    for op in ["write", "send"] {
+        let v = loopback(&["lat", "--op", op, "-a", "-n", "5"]);
+        check_lat(&v, op, &all, Some(5));
+    }
+    // The case that used to stall: -n 50 is under the default CQ moderation of 100, so
+    // with moderation on every size the first completion came after 50 x 8 MiB.
+    let v = client_server(&["bw", "--op", "read", "-a", "-n", "50", "--json"], 18935);
+    check_bw(&v, "read", "RC", &all, Some(50));
+    check_cq_mod(&v);
 }
 
 #[test]
@@ -640,4 +698,61 @@ fn invalid_combinations_are_usage_errors() {
         assert!(line.contains(needle), "{a:?}: {line}");
         assert!(o.stdout.is_empty(), "{a:?}: {}", stdout(&o));
     }
+}
+
+/// A peer that stops answering mid-run (SIGSTOP: its process is alive, its receives run out)
+/// is caught by the no-progress watchdog within the timeout, and the line tells the truth
+/// about what was posted and what completed.
+#[test]
+#[ignore = "lab: needs rxe0; run by scripts/test inside the Soft-RoCE lab"]
+fn a_stalled_peer_is_caught_with_true_counts() {
+    require_rxe0();
+    let mut server = spawn_rdmadiag(&["bw", "-p", "18936", "--wait", "60s"]);
+    wait_listening(18936, LIMIT);
+    let (client, rx) = crate::watch::spawn_watched(&[
+        "bw",
+        HOST,
+        "-p",
+        "18936",
+        "--op",
+        "send",
+        "-s",
+        "64K",
+        "-D",
+        "60s",
+        "--timeout",
+        "3s",
+        "-v",
+    ]);
+    crate::watch::wait_for_line(&rx, "connected", Duration::from_secs(2));
+    let pid = server.id().to_string();
+    let stop = std::process::Command::new("kill")
+        .args(["-STOP", &pid])
+        .status()
+        .expect("kill -STOP");
+    assert!(stop.success());
+    let stopped = Instant::now();
+    let c = wait_limit(client, LIMIT, "client of a stopped server");
+    let took = stopped.elapsed();
+    let _ = std::process::Command::new("kill")
+        .args(["-CONT", &pid])
+        .status();
+    let _ = server.kill();
+    let _ = server.wait();
+    assert_eq!(c.status.code(), Some(1));
+    let line = crate::watch::last_error_line(&rx);
+    assert!(line.contains("no progress for 3s"), "{line}");
+    // "N posted, M known complete ..., K received so far" with N > 0: never "0 sent".
+    let posted: u64 = line
+        .split(" posted")
+        .next()
+        .and_then(|head| head.rsplit(['(', ' ']).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no posted count in: {line}"));
+    assert!(posted > 0, "{line}");
+    assert!(line.contains("known complete"), "{line}");
+    assert!(
+        took < Duration::from_secs(3 + 10),
+        "caught {took:?} after the peer stopped (timeout 3 s): {line}"
+    );
 }
