@@ -1,19 +1,12 @@
 //! The command line: every subcommand and flag, defined once for parsing, man pages and completions.
 
-use crate::connect::control::{DEFAULT_PORT, Transport};
-use crate::perf::Op;
+use crate::connect::control::{self, DEFAULT_PORT};
 use crate::units::{parse_duration, parse_msg_size, parse_mtu};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::net::IpAddr;
 use std::time::Duration;
 
-/// Version string: the crate version plus the git revision it was built from.
-pub const VERSION: &str = concat!(
-    env!("CARGO_PKG_VERSION"),
-    " (",
-    env!("RDMADIAG_GIT_REV"),
-    ")"
-);
+pub use crate::VERSION;
 
 /// The subcommands' names (for messages that point at a subcommand's help).
 pub const SUBCOMMANDS: &[&str] = &["devices", "ports", "pingpong", "bw", "lat", "write", "read"];
@@ -211,6 +204,64 @@ pub struct PortsArgs {
     pub output: OutputArgs,
 }
 
+/// The transport of the test QPs (the command line's spelling of [`control::Transport`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[value(rename_all = "UPPER")]
+pub enum Transport {
+    /// Reliable connected.
+    Rc,
+    /// Unreliable connected.
+    Uc,
+    /// Unreliable datagram.
+    Ud,
+}
+
+impl From<Transport> for control::Transport {
+    fn from(t: Transport) -> Self {
+        match t {
+            Transport::Rc => control::Transport::Rc,
+            Transport::Uc => control::Transport::Uc,
+            Transport::Ud => control::Transport::Ud,
+        }
+    }
+}
+
+/// The operation a test measures (the command line's spelling of [`control::Op`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Op {
+    Send,
+    Write,
+    Read,
+}
+
+impl From<Op> for control::Op {
+    fn from(o: Op) -> Self {
+        match o {
+            Op::Send => control::Op::Send,
+            Op::Write => control::Op::Write,
+            Op::Read => control::Op::Read,
+        }
+    }
+}
+
+/// How latency samples are taken (the command line's spelling of [`control::LatTiming`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LatTiming {
+    /// As perftest's ib_*_lat: every operation signalled, its completion polled in the sample.
+    Perftest,
+    /// A completion every 16th operation, reaped outside the samples.
+    Lean,
+}
+
+impl From<LatTiming> for control::LatTiming {
+    fn from(t: LatTiming) -> Self {
+        match t {
+            LatTiming::Perftest => control::LatTiming::Perftest,
+            LatTiming::Lean => control::LatTiming::Lean,
+        }
+    }
+}
+
 /// Bandwidth units for tables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Units {
@@ -218,6 +269,15 @@ pub enum Units {
     Gbit,
     /// Mebibytes per second (2^20 bytes), as perftest prints by default.
     Mib,
+}
+
+impl From<Units> for crate::report::perf::BwUnit {
+    fn from(u: Units) -> Self {
+        match u {
+            Units::Gbit => crate::report::perf::BwUnit::Gbit,
+            Units::Mib => crate::report::perf::BwUnit::Mib,
+        }
+    }
 }
 
 /// What bw and lat share: the operation, transport, sizes, and how long to run.
@@ -342,7 +402,7 @@ pub struct LatArgs {
         value_name = "METHOD",
         default_value = "perftest"
     )]
-    pub timing: crate::perf::LatTiming,
+    pub timing: LatTiming,
 
     /// Health check: exit 3 unless the latency (median, or --expect-percentile) is at most
     /// this (e.g. 5us).

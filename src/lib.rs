@@ -2,6 +2,7 @@
 #![deny(unsafe_code)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+mod api;
 pub mod cli;
 pub mod commands;
 pub mod connect;
@@ -9,13 +10,22 @@ pub mod cpu;
 pub mod exit;
 pub mod inventory;
 pub mod manual;
-pub mod output;
 pub mod perf;
 pub mod pingpong;
-pub mod render;
+pub mod report;
 pub mod session;
 pub mod stats;
 pub mod sysfs;
 pub mod units;
 #[allow(unsafe_code)]
 pub mod verbs;
+
+pub use api::{Role, TestReport, run};
+
+/// Version string: the crate version plus the git revision it was built from.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("RDMADIAG_GIT_REV"),
+    ")"
+);

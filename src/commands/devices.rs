@@ -3,8 +3,7 @@
 use crate::cli::DevicesArgs;
 use crate::exit;
 use crate::inventory;
-use crate::output;
-use crate::render::{self, Style};
+use crate::report::{self, Style};
 use anyhow::Result;
 use serde::Serialize;
 
@@ -18,9 +17,9 @@ pub fn run(args: &DevicesArgs) -> Result<u8> {
     inventory::check_device_name(args.device.as_deref())?;
     let devs = inventory::devices(args.device.as_deref(), false)?;
     if args.output.json {
-        output::emit_json(&DevicesDoc { devices: &devs })?;
+        report::emit_json(&DevicesDoc { devices: &devs })?;
     } else {
-        output::emit(&render::devices_table(&devs, Style::detect()))?;
+        report::emit(&report::inventory::devices_table(&devs, Style::detect()))?;
     }
     Ok(exit::OK)
 }

@@ -5,8 +5,13 @@ pub mod perf;
 pub mod pingpong;
 mod ports;
 
-use crate::cli::{Cli, Command};
+use crate::Role;
+use crate::cli::{Cli, Command, Compat, ConnectArgs};
+use crate::connect::endpoint::PortChoice;
+use crate::exit::UsageError;
+use crate::session::{ServerLimits, SessionOptions, StatusSink};
 use anyhow::Result;
+use std::io::IsTerminal;
 
 /// Run the parsed command line; returns the exit code.
 pub fn run(cli: Cli) -> Result<u8> {
@@ -19,4 +24,48 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Write(args) => perf::run_xfer(&args, crate::perf::Op::Write),
         Command::Read(args) => perf::run_xfer(&args, crate::perf::Op::Read),
     }
+}
+
+/// Turn the shared connection flags into session options and this process's role.
+pub fn session_options(c: &ConnectArgs) -> Result<(SessionOptions, Role)> {
+    if c.cm && c.compat.is_some() {
+        return Err(UsageError("--cm and --compat cannot be combined".into()).into());
+    }
+    if c.device.as_deref().is_some_and(|d| d.trim().is_empty()) {
+        return Err(UsageError("-d/--device needs a device name".into()).into());
+    }
+    let role = match (&c.host, c.loopback) {
+        (_, true) => Role::Loopback,
+        (Some(h), false) => Role::Client { host: h.clone() },
+        (None, false) => Role::Server,
+    };
+    // Status lines on stderr when it is a terminal or -v asks for them.
+    let status = if c.verbose || std::io::stderr().is_terminal() {
+        StatusSink::new(|msg| eprintln!("rdmadiag: {msg}"))
+    } else {
+        StatusSink::default()
+    };
+    let opts = SessionOptions {
+        host: c.host.clone(),
+        port: c.port,
+        bind: c.bind,
+        persist: c.persist,
+        timeout: c.timeout,
+        wait: c.wait,
+        choice: PortChoice {
+            device: c.device.clone(),
+            port: c.ib_port,
+            gid_index: c.gid_index,
+        },
+        mtu: c.mtu,
+        cm: c.cm,
+        compat_ibv: c.compat == Some(Compat::Ibv),
+        status,
+        limits: ServerLimits {
+            max_size: c.max_size,
+            max_qps: c.max_qps,
+            ..Default::default()
+        },
+    };
+    Ok((opts, role))
 }

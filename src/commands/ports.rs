@@ -3,13 +3,12 @@
 use crate::cli::PortsArgs;
 use crate::exit;
 use crate::inventory::{self, PortQuery};
-use crate::output;
-use crate::render::{self, Style};
+use crate::report::{self, Style};
 use anyhow::Result;
 
 pub fn run(args: &PortsArgs) -> Result<u8> {
     inventory::check_device_name(args.device.as_deref())?;
-    let report = inventory::ports(
+    let ports = inventory::ports(
         args.device.as_deref(),
         args.port,
         PortQuery {
@@ -18,9 +17,9 @@ pub fn run(args: &PortsArgs) -> Result<u8> {
         },
     )?;
     if args.output.json {
-        output::emit_json(&report)?;
+        report::emit_json(&ports)?;
     } else {
-        output::emit(&render::ports_text(&report, Style::detect()))?;
+        report::emit(&report::inventory::ports_text(&ports, Style::detect()))?;
     }
     Ok(exit::OK)
 }

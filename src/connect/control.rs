@@ -17,9 +17,8 @@ pub const MAX_FRAME: usize = 64 * 1024;
 pub const DEFAULT_PORT: u16 = 18515;
 
 /// Transport service of the test's QPs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "UPPERCASE")]
-#[value(rename_all = "UPPER")]
 pub enum Transport {
     Rc,
     Uc,
@@ -56,10 +55,41 @@ pub struct TestSpec {
     pub perf: Option<PerfSpec>,
 }
 
+impl TestSpec {
+    /// The one rule for which operation, transport and connection method go together, used by
+    /// the command line (a usage error) and by a server (a refusal). The reason names the flag.
+    pub fn check_combination(&self) -> Result<(), String> {
+        if self.cm && self.transport != Transport::Rc {
+            return Err(format!(
+                "rdma_cm (--cm) connects RC queue pairs only, not {}: use -c RC",
+                self.transport
+            ));
+        }
+        let Some(p) = &self.perf else {
+            return Ok(());
+        };
+        if p.op != Op::Send && self.transport == Transport::Ud {
+            return Err(format!(
+                "RDMA {} (--op {}) needs a connected transport: use -c RC or -c UC (UD \
+                 carries SEND only)",
+                p.op.to_string().to_uppercase(),
+                p.op
+            ));
+        }
+        if p.op == Op::Read && self.transport == Transport::Uc {
+            return Err("RDMA READ (--op read) needs -c RC (UC has no RDMA READ)".into());
+        }
+        if matches!(self.test.as_str(), "write" | "read") && p.op == Op::Send {
+            return Err("the data diagnostics run RDMA WRITE or READ, not SEND".into());
+        }
+        Ok(())
+    }
+}
+
 /// What a bw/lat/write/read test runs (sent by the client; the server needs no flags).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PerfSpec {
-    pub op: crate::perf::Op,
+    pub op: Op,
     /// One round per size, in order.
     pub sizes: Vec<u32>,
     /// Operations per QP and size; None in duration mode.
@@ -77,7 +107,7 @@ pub struct PerfSpec {
     pub outstanding: Option<u32>,
     /// How latency samples are taken (`lat --timing`).
     #[serde(default)]
-    pub timing: crate::perf::LatTiming,
+    pub timing: LatTiming,
     /// Send messages up to this size inline.
     pub inline: u32,
     /// The user asked for `inline` (-I): more than the device allows is then an error, not a cap.
@@ -93,7 +123,7 @@ impl PerfSpec {
     /// One QP, one request in flight, nothing inline: the shape of the latency tests and of the
     /// WRITE/READ diagnostics, which bandwidth tests widen. `duration` replaces `iterations`.
     pub fn one_at_a_time(
-        op: crate::perf::Op,
+        op: Op,
         sizes: Vec<u32>,
         iterations: u64,
         duration: Option<Duration>,
@@ -109,13 +139,143 @@ impl PerfSpec {
             cq_mod_explicit: false,
             post_list: 1,
             outstanding: None,
-            timing: crate::perf::LatTiming::default(),
+            timing: LatTiming::default(),
             inline: 0,
             inline_explicit: false,
             bidirectional: false,
             vs_tcp: false,
         }
     }
+}
+
+/// The RDMA operation a test measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Op {
+    Send,
+    Write,
+    Read,
+}
+
+impl std::fmt::Display for Op {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Op::Send => "send",
+            Op::Write => "write",
+            Op::Read => "read",
+        })
+    }
+}
+
+/// How a latency test takes its samples.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LatTiming {
+    /// As perftest's ib_*_lat: every operation is signalled and its completion is polled
+    /// inside the sample.
+    #[default]
+    Perftest,
+    /// A completion every 16th operation, reaped outside the samples: the wire and the peer,
+    /// less this side's completion handling.
+    Lean,
+}
+
+impl LatTiming {
+    /// Signal (and wait for) every this many operations.
+    pub fn signal_every(self) -> u64 {
+        match self {
+            LatTiming::Perftest => 1,
+            LatTiming::Lean => 16,
+        }
+    }
+
+    /// The policy in words, for reports.
+    pub fn describe(self) -> &'static str {
+        match self {
+            LatTiming::Perftest => "every operation signalled, its completion polled in the sample",
+            LatTiming::Lean => "a completion every 16th operation, reaped outside the samples",
+        }
+    }
+}
+
+impl std::fmt::Display for LatTiming {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            LatTiming::Perftest => "perftest",
+            LatTiming::Lean => "lean",
+        })
+    }
+}
+
+/// One direction's bandwidth figures, as one side's engine measured them.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct BwFigures {
+    pub iterations: u64,
+    pub bw_peak_gbps: f64,
+    pub bw_avg_gbps: f64,
+    pub msg_rate_mpps: f64,
+    pub elapsed_s: f64,
+}
+
+/// The first transfer of a WRITE/READ diagnostic that did not arrive as sent: its first wrong
+/// byte, and how many bytes of that transfer are wrong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mismatch {
+    /// Which transfer (1-based) did not arrive as sent.
+    #[serde(default)]
+    pub transfer: u64,
+    pub offset: u64,
+    pub expected: u8,
+    pub actual: u8,
+    pub bad_bytes: u64,
+}
+
+impl std::fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "transfer {} did not arrive as sent: at offset {} expected 0x{:02x}, found 0x{:02x} \
+             ({} bad byte{})",
+            self.transfer,
+            self.offset,
+            self.expected,
+            self.actual,
+            self.bad_bytes,
+            if self.bad_bytes == 1 { "" } else { "s" }
+        )
+    }
+}
+
+/// What the verifying side found in one diagnostic round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Verification {
+    /// Every byte of every transfer of the round arrived as sent.
+    pub verified: bool,
+    /// Transfers checked byte by byte.
+    pub checked: u64,
+    pub mismatch: Option<Mismatch>,
+}
+
+/// One side's account of a round, exchanged after it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RoundSummary {
+    /// CPU time this side's test thread spent in the round.
+    #[serde(default)]
+    pub cpu_s: Option<f64>,
+    /// Bandwidth rounds: what this side's engine measured (what it sent, or what it received).
+    #[serde(default)]
+    pub bw: Option<BwFigures>,
+    /// WRITE diagnostics: the server's check of the round's slots.
+    #[serde(default)]
+    pub verification: Option<Verification>,
+}
+
+/// The client's ping-pong measurement, told to the server at the end so both print it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PingpongSummary {
+    pub round_trips: u64,
+    pub elapsed_s: f64,
+    pub latency: crate::stats::LatencyStats,
 }
 
 /// A WRITE/READ diagnostic round: transfers `first..first + count` of the run, transfer
@@ -139,7 +299,7 @@ pub enum Message {
     /// Server → client: I will not run this test, and why.
     Refuse { reason: String },
     /// Either side: the run is over; its summary, if any.
-    Finished { summary: Option<serde_json::Value> },
+    Finished { summary: Option<PingpongSummary> },
     /// Either side: something failed; the peer should stop.
     Error { message: String },
     /// Client → server: a bw/lat/write/read test over these QPs.
@@ -159,7 +319,7 @@ pub enum Message {
     /// Server → client: ready for the round.
     RoundReady,
     /// Either side: the round is over; what this side measured.
-    RoundDone { summary: serde_json::Value },
+    RoundDone { summary: RoundSummary },
     /// Client → server during a round: still alive (one-sided tests leave the server idle).
     Progress,
     /// Client → server: the same size over TCP now (`--vs-tcp`).
@@ -329,7 +489,7 @@ impl ControlChannel {
             );
         }
         self.send(&Message::Hello {
-            software: format!("rdmadiag {}", crate::cli::VERSION),
+            software: format!("rdmadiag {}", crate::VERSION),
         })?;
         match self.recv("the hello message")? {
             Message::Hello { software } => Ok(software),
@@ -356,6 +516,14 @@ impl ControlChannel {
     /// not overlap in time.
     pub fn heartbeat_handle(&self) -> Result<TcpStream> {
         Ok(self.stream.try_clone()?)
+    }
+
+    /// Refuse the peer's request: tell it why (best effort) and return the error for this side.
+    pub fn refuse(&mut self, reason: String) -> anyhow::Error {
+        let _ = self.send(&Message::Refuse {
+            reason: reason.clone(),
+        });
+        anyhow!("refused {}: {reason}", self.peer)
     }
 
     /// Tell the peer (best effort) that this side failed with `e`, and hand `e` back.

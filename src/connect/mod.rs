@@ -1,6 +1,9 @@
-//! The connection layer: control channel, addressing, QP setup and the rdma-core compat exchange.
+//! The connection layer: control channel and its heartbeat, addressing, QP set-up and
+//! establishment, and the rdma-core compat exchange.
 
 pub mod compat_ibv;
 pub mod control;
 pub mod endpoint;
+pub mod establish;
+pub mod heartbeat;
 pub mod test_qp;

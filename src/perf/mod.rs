@@ -6,67 +6,9 @@ pub mod lat;
 pub mod tcp;
 pub mod verify;
 
-use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// The RDMA operation a test measures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum Op {
-    Send,
-    Write,
-    Read,
-}
-
-impl std::fmt::Display for Op {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Op::Send => "send",
-            Op::Write => "write",
-            Op::Read => "read",
-        })
-    }
-}
-
-/// How a latency test takes its samples.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum LatTiming {
-    /// As perftest's ib_*_lat: every operation is signalled and its completion is polled
-    /// inside the sample.
-    #[default]
-    Perftest,
-    /// A completion every 16th operation, reaped outside the samples: the wire and the peer,
-    /// less this side's completion handling.
-    Lean,
-}
-
-impl LatTiming {
-    /// Signal (and wait for) every this many operations.
-    pub fn signal_every(self) -> u64 {
-        match self {
-            LatTiming::Perftest => 1,
-            LatTiming::Lean => 16,
-        }
-    }
-
-    /// The policy in words, for reports.
-    pub fn describe(self) -> &'static str {
-        match self {
-            LatTiming::Perftest => "every operation signalled, its completion polled in the sample",
-            LatTiming::Lean => "a completion every 16th operation, reaped outside the samples",
-        }
-    }
-}
-
-impl std::fmt::Display for LatTiming {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            LatTiming::Perftest => "perftest",
-            LatTiming::Lean => "lean",
-        })
-    }
-}
+pub use crate::connect::control::{LatTiming, Op};
 
 /// Live counters an engine updates (relaxed stores, no locks) for a progress display.
 #[derive(Debug, Default)]
@@ -81,3 +23,19 @@ impl Progress {
         self.bytes.store(bytes, Ordering::Relaxed);
     }
 }
+
+/// What a running test tells whoever watches it: the live counters the engines update, and
+/// each round as it starts. The library never prints; the command line draws a progress line.
+pub trait Observer: Sync {
+    /// Counters for the engines to update; None: nobody watches.
+    fn progress(&self) -> Option<&Progress> {
+        None
+    }
+    /// A round of `size`-byte messages starts (bw, lat, write, read).
+    fn round_started(&self, _size: u32) {}
+}
+
+/// An observer that watches nothing.
+pub struct Unobserved;
+
+impl Observer for Unobserved {}

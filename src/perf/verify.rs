@@ -1,7 +1,5 @@
 //! Patterned buffers for the WRITE/READ diagnostics, and byte-by-byte verification.
 
-use serde::{Deserialize, Serialize};
-
 /// The byte at `offset` of the pattern for `seed`: differs between offsets and between seeds.
 pub fn pattern_byte(seed: u64, offset: usize) -> u8 {
     let x = (offset as u64)
@@ -22,34 +20,10 @@ pub fn seed(size: u32, iteration: u64) -> u64 {
     ((size as u64) << 40) ^ (iteration + 1)
 }
 
-/// The first byte that differs from the pattern, and how many do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Mismatch {
-    /// Which transfer (1-based) did not arrive as sent.
-    #[serde(default)]
-    pub transfer: u64,
-    pub offset: u64,
-    pub expected: u8,
-    pub actual: u8,
-    pub bad_bytes: u64,
-}
+pub use crate::connect::control::Mismatch;
 
-impl std::fmt::Display for Mismatch {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "transfer {} did not arrive as sent: at offset {} expected 0x{:02x}, found 0x{:02x} \
-             ({} bad byte{})",
-            self.transfer,
-            self.offset,
-            self.expected,
-            self.actual,
-            self.bad_bytes,
-            if self.bad_bytes == 1 { "" } else { "s" }
-        )
-    }
-}
-
+/// The first byte of `buf` that differs from the pattern of `seed`, and how many do (the
+/// transfer number is the caller's to fill in).
 pub fn verify(buf: &[u8], seed: u64) -> Option<Mismatch> {
     let mut first: Option<Mismatch> = None;
     let mut bad = 0u64;

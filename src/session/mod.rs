@@ -1,12 +1,15 @@
 //! Roles every test subcommand shares: client, one-shot or persistent server, and loopback.
+//! Nothing here prints: status lines go to the options' status sink, progress to an observer.
 
 pub mod perf;
 pub mod pingpong;
 
 use crate::connect::control::{ControlChannel, Message};
 use crate::connect::endpoint::PortChoice;
+pub use crate::perf::{Observer, Unobserved};
+use crate::report::pingpong::PingpongReport;
 use anyhow::{Context as _, Result, anyhow, bail};
-use std::io::{ErrorKind, IsTerminal};
+use std::io::ErrorKind;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -14,15 +17,38 @@ use std::time::{Duration, Instant};
 /// Set by Ctrl-C: every wait loop checks it and unwinds, releasing resources on the way.
 pub static STOP: AtomicBool = AtomicBool::new(false);
 
+/// Where status lines go ("connected 2 QP(s) to ...", "waiting for a client on ..."):
+/// nowhere unless the caller says.
+#[derive(Clone, Default)]
+pub struct StatusSink(Option<std::sync::Arc<StatusFn>>);
+
+/// What receives status lines.
+type StatusFn = dyn Fn(&str) + Send + Sync;
+
+impl StatusSink {
+    pub fn new(f: impl Fn(&str) + Send + Sync + 'static) -> Self {
+        StatusSink(Some(std::sync::Arc::new(f)))
+    }
+}
+
+impl std::fmt::Debug for StatusSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "StatusSink(..)"
+        } else {
+            "StatusSink(none)"
+        })
+    }
+}
+
 /// Connection options common to every test subcommand.
 #[derive(Debug, Clone)]
 pub struct SessionOptions {
-    /// The server to connect to; None makes this side the server.
+    /// The server to connect to (set from the role by [`crate::run`]).
     pub host: Option<String>,
     pub port: u16,
     pub bind: Option<IpAddr>,
     pub persist: bool,
-    pub loopback: bool,
     /// Bound on every wait for the peer.
     pub timeout: Duration,
     /// How long a one-shot server waits for its client.
@@ -31,7 +57,8 @@ pub struct SessionOptions {
     pub mtu: Option<u32>,
     pub cm: bool,
     pub compat_ibv: bool,
-    pub verbose: bool,
+    /// Where status lines go.
+    pub status: StatusSink,
     /// What this side agrees to allocate when serving.
     pub limits: ServerLimits,
 }
@@ -89,10 +116,10 @@ impl ServerLimits {
     }
 }
 
-/// Status lines for the operator: stderr, and only when stderr is a terminal or `verbose`.
+/// A status line for the operator, to the options' sink.
 pub fn status(opts: &SessionOptions, msg: &str) {
-    if opts.verbose || std::io::stderr().is_terminal() {
-        eprintln!("rdmadiag: {msg}");
+    if let Some(f) = &opts.status.0 {
+        f(msg);
     }
 }
 
@@ -139,7 +166,8 @@ pub fn listen(opts: &SessionOptions) -> Result<TcpListener> {
     let ip = opts.bind.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
     let addr = SocketAddr::new(ip, opts.port);
     let l = TcpListener::bind(addr).map_err(|e| anyhow!("cannot listen on {addr}: {e}"))?;
-    l.set_nonblocking(true)?;
+    l.set_nonblocking(true)
+        .with_context(|| format!("making the listener on {addr} non-blocking"))?;
     Ok(l)
 }
 
@@ -148,8 +176,9 @@ pub fn accept(l: &TcpListener, wait: Option<Duration>) -> Result<TcpStream> {
     let start = Instant::now();
     loop {
         match l.accept() {
-            Ok((s, _)) => {
-                s.set_nonblocking(false)?;
+            Ok((s, peer)) => {
+                s.set_nonblocking(false)
+                    .with_context(|| format!("setting up the connection from {peer}"))?;
                 return Ok(s);
             }
             Err(e) if e.kind() == ErrorKind::WouldBlock => {}
@@ -180,12 +209,17 @@ fn handshake(stream: TcpStream, opts: &SessionOptions) -> Result<(ControlChannel
     Ok((ch, msg))
 }
 
+/// What a server did for one client.
+#[derive(Debug, Clone)]
+pub enum Served {
+    /// A ping-pong: the client's measurement, the report both ends print.
+    Pingpong(Box<PingpongReport>),
+    /// A bw/lat/write/read test (the client prints its report; the server has none).
+    Perf(perf::PerfServed),
+}
+
 /// Run the test a client asked for, within this server's limits.
-fn dispatch(
-    mut ch: ControlChannel,
-    msg: Message,
-    opts: &SessionOptions,
-) -> Result<serde_json::Value> {
+fn dispatch(mut ch: ControlChannel, msg: Message, opts: &SessionOptions) -> Result<Served> {
     let peer = ch.peer().to_string();
     let (spec, endpoint, endpoints) = match msg {
         Message::Request { spec, endpoint } => (spec, Some(endpoint), Vec::new()),
@@ -193,42 +227,30 @@ fn dispatch(
         _ => bail!("{peer} did not send a test request"),
     };
     if let Err(reason) = opts.limits.check(&spec) {
-        let _ = ch.send(&Message::Refuse {
-            reason: reason.clone(),
-        });
-        bail!("refused {peer}: {reason}");
+        return Err(ch.refuse(reason));
     }
     let Some(endpoint) = endpoint else {
-        return perf::serve(&mut ch, opts, &spec, &endpoints);
+        return Ok(Served::Perf(perf::serve(&mut ch, opts, &spec, &endpoints)?));
     };
     match spec.test.as_str() {
-        "pingpong" => pingpong::serve(&mut ch, opts, &spec, &endpoint),
-        other => {
-            let reason = format!("this server does not know the test '{other}'");
-            let _ = ch.send(&Message::Refuse {
-                reason: reason.clone(),
-            });
-            bail!("{peer}: {reason}")
-        }
+        "pingpong" => Ok(Served::Pingpong(Box::new(pingpong::serve(
+            &mut ch, opts, &spec, &endpoint,
+        )?))),
+        other => Err(ch.refuse(format!("this server does not know the test '{other}'"))),
     }
 }
 
 /// Serve one rdmadiag client: greet, read its request, run the test it asks for.
-/// Returns the run's summary (the client's report).
-pub fn serve_client(stream: TcpStream, opts: &SessionOptions) -> Result<serde_json::Value> {
+pub fn serve_client(stream: TcpStream, opts: &SessionOptions) -> Result<Served> {
     let (ch, msg) = handshake(stream, opts)?;
     dispatch(ch, msg, opts)
 }
 
 /// Run as the server for one client (rdmadiag's protocol or, through `serve`, another tool's).
-/// Returns the run's summary.
-pub fn run_server(
+pub fn run_server<T>(
     opts: &SessionOptions,
-    serve: impl Fn(TcpStream, &SessionOptions) -> Result<serde_json::Value>,
-) -> Result<serde_json::Value> {
-    if opts.persist {
-        return run_persistent(opts);
-    }
+    serve: impl Fn(TcpStream, &SessionOptions) -> Result<T>,
+) -> Result<T> {
     let l = listen(opts)?;
     status(
         opts,
@@ -241,8 +263,9 @@ pub fn run_server(
 /// `--persist`: serve until Ctrl-C, whatever test each client asks for. Each connection gets
 /// its own thread for the greeting and request (so a silent peer only ties up itself); one
 /// test runs at a time, and a client arriving meanwhile is told the server is busy. Every
-/// client is logged on stderr; none can take the server down.
-pub fn run_persistent(opts: &SessionOptions) -> Result<serde_json::Value> {
+/// client is logged to the status sink; none can take the server down. Ends only with an
+/// error (Ctrl-C or a broken listener).
+pub fn run_persistent(opts: &SessionOptions) -> Result<std::convert::Infallible> {
     let l = listen(opts)?;
     status(
         opts,
@@ -302,18 +325,18 @@ pub fn run_persistent(opts: &SessionOptions) -> Result<serde_json::Value> {
                 }
             });
             match outcome {
-                Ok(Some(_)) => eprintln!("rdmadiag: served {peer}"),
-                Ok(None) => eprintln!("rdmadiag: told {peer} the server is busy"),
-                Err(e) => eprintln!("rdmadiag: client {peer} failed: {e:#}"),
+                Ok(Some(_)) => status(&o, &format!("served {peer}")),
+                Ok(None) => status(&o, &format!("told {peer} the server is busy")),
+                Err(e) => status(&o, &format!("client {peer} failed: {e:#}")),
             }
         }));
     }
 }
 
 /// Run both ends in this process on one device: a server thread and the client.
-pub fn run_loopback<T>(
+pub fn run_loopback<S: Send + 'static, T>(
     opts: &SessionOptions,
-    serve: impl Fn(TcpStream, &SessionOptions) -> Result<serde_json::Value> + Send + 'static,
+    serve: impl Fn(TcpStream, &SessionOptions) -> Result<S> + Send + 'static,
     client: impl FnOnce(&SessionOptions) -> Result<T>,
 ) -> Result<T> {
     let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).context("loopback control socket")?;
@@ -326,7 +349,7 @@ pub fn run_loopback<T>(
         ..opts.clone()
     };
     let wait = opts.timeout;
-    let server = std::thread::spawn(move || -> Result<serde_json::Value> {
+    let server = std::thread::spawn(move || -> Result<S> {
         let s = accept(&l, Some(wait))?;
         serve(s, &server_opts)
     });

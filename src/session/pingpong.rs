@@ -2,56 +2,21 @@
 
 use super::{STOP, SessionOptions, dial, status};
 use crate::connect::compat_ibv::{self, IbvDest};
-use crate::connect::control::{ControlChannel, Message, TestSpec, Transport};
-use crate::connect::endpoint::{Endpoint, LocalPort, choose_port, cm_address, local_port_on};
+use crate::connect::control::{ControlChannel, Message, PingpongSummary, TestSpec, Transport};
+use crate::connect::endpoint::{Endpoint, LocalPort, choose_port};
+use crate::connect::establish::{self, Plan, QpRecipe, Wire};
 use crate::connect::test_qp::{QpShape, TestQp};
 use crate::exit::UsageError;
 use crate::pingpong::{self, PingpongParams, Side};
-use crate::stats::LatencyStats;
-use crate::verbs::{Access, CmId, CmListener};
+use crate::report::pingpong::PingpongReport;
+use crate::verbs::Access;
 use anyhow::{Result, anyhow, bail};
-use serde::{Deserialize, Serialize};
-use std::net::SocketAddr;
 use std::net::TcpStream;
 
 /// Largest message a server accepts unless told otherwise.
 pub const MAX_SIZE: u32 = 1 << 30;
 /// Most receives a run may keep posted.
 pub const MAX_RX_DEPTH: u32 = 1 << 16;
-
-/// The result of a ping-pong run (see docs/json.md).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct PingpongReport {
-    pub test: String,
-    pub transport: Transport,
-    pub size: u32,
-    /// Round trips actually run.
-    pub iterations: u64,
-    /// Round trips asked for (-n).
-    #[serde(default)]
-    pub requested_iterations: u64,
-    pub rx_depth: u32,
-    pub events: bool,
-    pub compat: Option<String>,
-    pub path_mtu: u32,
-    pub local: Endpoint,
-    pub remote: Endpoint,
-    pub elapsed_s: f64,
-    pub round_trips_per_sec: f64,
-    /// Elapsed time over round trips, as ibv_rc_pingpong's "usec/iter" (a mean that includes
-    /// everything between the first send and the last completion).
-    #[serde(default)]
-    pub usec_per_iter: f64,
-    /// Completions requested: "every send" (as ibv_rc_pingpong).
-    #[serde(default)]
-    pub signaling: String,
-    /// Payload bits moved both ways per second, in Mb/s (as ibv_rc_pingpong counts).
-    pub bandwidth_mbps: f64,
-    /// Round-trip latency.
-    #[serde(flatten)]
-    pub latency: LatencyStats,
-    pub rdmadiag_version: String,
-}
 
 /// Check a spec against this side's limits; the reason is told to the client.
 pub fn validate(spec: &TestSpec) -> Result<(), String> {
@@ -144,6 +109,7 @@ fn describe(opts: &SessionOptions, who: &str, e: &Endpoint) {
     );
 }
 
+/// The report from this side's outcome (`local` is the client).
 fn report(
     spec: &TestSpec,
     tq: &TestQp,
@@ -152,138 +118,71 @@ fn report(
     outcome: &pingpong::PingpongOutcome,
     compat: Option<&'static str>,
 ) -> PingpongReport {
-    let secs = outcome.elapsed.as_secs_f64().max(1e-9);
-    PingpongReport {
-        test: "pingpong".into(),
-        transport: spec.transport,
-        size: spec.size,
-        iterations: outcome.round_trips,
-        requested_iterations: spec.iterations,
-        rx_depth: spec.rx_depth,
-        events: spec.events,
-        compat: compat.map(String::from),
-        path_mtu: tq.path_mtu.map_or(0, |m| m.bytes()),
+    PingpongReport::new(
+        spec,
+        tq.path_mtu.map_or(0, |m| m.bytes()),
         local,
         remote,
-        elapsed_s: secs,
-        round_trips_per_sec: outcome.round_trips as f64 / secs,
-        usec_per_iter: secs * 1e6 / outcome.round_trips.max(1) as f64,
-        signaling: "every send, each side waits for it every round trip".into(),
-        bandwidth_mbps: (spec.size as f64 * 2.0 * outcome.round_trips as f64 * 8.0) / secs / 1e6,
+        &summary(outcome),
+        compat,
+    )
+}
+
+fn summary(outcome: &pingpong::PingpongOutcome) -> PingpongSummary {
+    PingpongSummary {
+        round_trips: outcome.round_trips,
+        elapsed_s: outcome.elapsed.as_secs_f64(),
         latency: outcome.latency.stats(1.0),
-        rdmadiag_version: crate::cli::VERSION.into(),
     }
 }
 
-/// Client side over rdmadiag's control protocol.
+/// How each side makes its ping-pong QP: shape, receives posted, UD size checked.
+struct PingpongQp<'a> {
+    spec: &'a TestSpec,
+    params: &'a PingpongParams,
+}
+
+impl QpRecipe for PingpongQp<'_> {
+    fn make(&self, local: &LocalPort) -> Result<TestQp> {
+        precheck_ud_size(local, self.spec)?;
+        let tq = TestQp::new(local.clone(), shape(self.spec))?;
+        pingpong::post_receives(&tq, self.params)?;
+        Ok(tq)
+    }
+
+    fn connected(&self, tq: &TestQp) -> Result<()> {
+        check_ud_size(tq, self.spec)
+    }
+}
+
+fn plan<'a>(spec: &'a TestSpec, opts: &'a SessionOptions, recipe: &'a PingpongQp) -> Plan<'a> {
+    Plan {
+        spec,
+        wire: Wire::Pingpong,
+        n: 1,
+        recipe,
+        choice: &opts.choice,
+        cm_port: opts.port,
+        timeout: opts.timeout,
+    }
+}
+
+/// Client side over rdmadiag's control protocol (QPs connected directly or through rdma_cm).
 pub fn client(opts: &SessionOptions, spec: &TestSpec) -> Result<PingpongReport> {
     if opts.compat_ibv {
         return compat_client(opts, spec);
     }
     let stream = dial(opts)?;
-    let local_ip = stream.local_addr()?.ip();
-    let peer_ip = stream.peer_addr()?.ip();
     let mut ch = ControlChannel::new(stream, opts.timeout)?;
     let peer = ch.peer().to_string();
     ch.greet()?;
-    if spec.cm {
-        return cm_client(opts, spec, ch, local_ip, peer_ip);
-    }
-    let local = choose_port(&opts.choice, Some(local_ip))?;
-    precheck_ud_size(&local, spec)?;
-    let mut tq = TestQp::new(local, shape(spec))?;
     let p = params(spec, opts, &peer);
-    pingpong::post_receives(&tq, &p)?;
-    let mine = tq.endpoint();
-    ch.send(&Message::Request {
-        spec: spec.clone(),
-        endpoint: mine.clone(),
-    })?;
-    let remote = match ch.recv("the server's answer to our request")? {
-        Message::Accept { endpoint } => endpoint,
-        Message::Refuse { reason } => bail!("{peer} refused the test: {reason}"),
-        _ => bail!("{peer} answered the request with an unexpected message"),
-    };
-    describe(opts, "local", &mine);
-    describe(opts, "remote", &remote);
-    if let Err(e) = tq
-        .connect(&remote, spec.mtu)
-        .and_then(|_| check_ud_size(&tq, spec))
-    {
-        return Err(ch.fail(e));
-    }
-    finish_client(&mut ch, opts, spec, &tq, remote, &p)
-}
-
-/// Server side of one client's ping-pong request.
-pub fn serve(
-    ch: &mut ControlChannel,
-    opts: &SessionOptions,
-    spec: &TestSpec,
-    client_ep: &Endpoint,
-) -> Result<serde_json::Value> {
-    let peer = ch.peer().to_string();
-    if let Err(reason) = validate(spec) {
-        let _ = ch.send(&Message::Refuse {
-            reason: reason.clone(),
-        });
-        bail!("refused {peer}: {reason}");
-    }
-    let local_ip = ch.stream().local_addr()?.ip();
-    if spec.cm {
-        return cm_serve(ch, opts, spec, local_ip);
-    }
-    let setup = (|| -> Result<TestQp> {
-        let local = choose_port(&opts.choice, Some(local_ip))?;
-        let mut tq = TestQp::new(local, shape(spec))?;
-        pingpong::post_receives(&tq, &params(spec, opts, &peer))?;
-        tq.connect(client_ep, spec.mtu)?;
-        check_ud_size(&tq, spec)?;
-        Ok(tq)
-    })();
-    let tq = match setup {
-        Ok(tq) => tq,
-        Err(e) => {
-            let _ = ch.send(&Message::Refuse {
-                reason: format!("{e:#}"),
-            });
-            return Err(e);
-        }
-    };
+    let recipe = PingpongQp { spec, params: &p };
+    // Owns the QP and its rdma_cm id, and drops them in that order.
+    let conn = establish::client(&mut ch, &plan(spec, opts, &recipe))?;
+    let (tq, remote) = (&conn.qps[0], conn.remotes[0].clone());
     describe(opts, "local", &tq.endpoint());
-    describe(opts, "remote", client_ep);
-    ch.send(&Message::Accept {
-        endpoint: tq.endpoint(),
-    })?;
-    let p = params(spec, opts, &peer);
-    if let Err(e) = pingpong::run(
-        &tq,
-        Side::Responder,
-        client_ep.qpn,
-        client_ep.qkey,
-        &p,
-        &STOP,
-    ) {
-        return Err(ch.fail(e));
-    }
-    let summary = match ch.recv("the client's results")? {
-        Message::Finished { summary } => summary.unwrap_or_default(),
-        _ => bail!("{peer} ended the run with an unexpected message"),
-    };
-    ch.send(&Message::Finished { summary: None })?;
-    Ok(summary)
-}
-
-/// Run the initiator and exchange the final messages; shared by both connection methods.
-fn finish_client(
-    ch: &mut ControlChannel,
-    opts: &SessionOptions,
-    spec: &TestSpec,
-    tq: &TestQp,
-    remote: Endpoint,
-    p: &PingpongParams,
-) -> Result<PingpongReport> {
-    let peer = ch.peer().to_string();
+    describe(opts, "remote", &remote);
     status(
         opts,
         &format!(
@@ -291,13 +190,13 @@ fn finish_client(
             spec.iterations, spec.size
         ),
     );
-    let outcome = match pingpong::run(tq, Side::Initiator, remote.qpn, remote.qkey, p, &STOP) {
+    let outcome = match pingpong::run(tq, Side::Initiator, remote.qpn, remote.qkey, &p, &STOP) {
         Ok(o) => o,
         Err(e) => return Err(ch.fail(e)),
     };
     let r = report(spec, tq, tq.endpoint(), remote, &outcome, None);
     ch.send(&Message::Finished {
-        summary: Some(serde_json::to_value(&r)?),
+        summary: Some(summary(&outcome)),
     })?;
     match ch.recv("the server's final message")? {
         Message::Finished { .. } => Ok(r),
@@ -305,109 +204,49 @@ fn finish_client(
     }
 }
 
-/// Client over rdma_cm: the control channel carries the test; librdmacm connects the QPs.
-/// Order: request, accept (server listening), rdma_cm connect, accept (server's real QP), run.
-fn cm_client(
-    opts: &SessionOptions,
-    spec: &TestSpec,
-    mut ch: ControlChannel,
-    local_ip: std::net::IpAddr,
-    peer_ip: std::net::IpAddr,
-) -> Result<PingpongReport> {
-    let peer = ch.peer().to_string();
-    let placeholder = choose_port(&opts.choice, Some(local_ip))?;
-    ch.send(&Message::Request {
-        spec: spec.clone(),
-        endpoint: placeholder.endpoint(0, 0, 0),
-    })?;
-    drop(placeholder);
-    let listening = match ch.recv("the server's answer to our request")? {
-        Message::Accept { endpoint } => endpoint,
-        Message::Refuse { reason } => bail!("{peer} refused the test: {reason}"),
-        _ => bail!("{peer} answered the request with an unexpected message"),
-    };
-    let dst = SocketAddr::new(cm_address(&listening, peer_ip), opts.port);
-    let id = CmId::resolve(dst, None, opts.timeout)?;
-    let ctx = id.context()?;
-    let local = local_port_on(ctx, id.port(), opts.choice.gid_index, Some(local_ip))?;
-    precheck_ud_size(&local, spec)?;
-    let mut tq = TestQp::new(local, shape(spec))?;
-    let p = params(spec, opts, &peer);
-    pingpong::post_receives(&tq, &p)?;
-    id.connect(&tq.qp, &[], opts.timeout)?;
-    tq.path_mtu = Some(tq.local.active_mtu());
-    let remote = match ch.recv("the server's endpoint after the rdma_cm connection")? {
-        Message::Accept { endpoint } => endpoint,
-        _ => bail!("{peer} sent an unexpected message after the rdma_cm connection"),
-    };
-    describe(opts, "local", &tq.endpoint());
-    describe(opts, "remote", &remote);
-    let r = finish_client(&mut ch, opts, spec, &tq, remote, &p);
-    drop(tq); // the QP goes before its cm_id
-    r
-}
-
-/// Server over rdma_cm: listen on the RDMA address, accept the client's connection request.
-fn cm_serve(
+/// Server side: answer one client's ping-pong request. Returns the client's measurement as the
+/// same report the client prints.
+pub fn serve(
     ch: &mut ControlChannel,
     opts: &SessionOptions,
     spec: &TestSpec,
-    local_ip: std::net::IpAddr,
-) -> Result<serde_json::Value> {
+    client_ep: &Endpoint,
+) -> Result<PingpongReport> {
     let peer = ch.peer().to_string();
-    let refuse = |ch: &mut ControlChannel, e: anyhow::Error| {
-        let _ = ch.send(&Message::Refuse {
-            reason: format!("{e:#}"),
-        });
-        e
-    };
-    if spec.transport != Transport::Rc {
-        let e = anyhow!(
-            "rdma_cm connects RC queue pairs only (asked for {})",
-            spec.transport
-        );
-        return Err(refuse(ch, e));
+    if let Err(reason) = validate(spec).and_then(|_| spec.check_combination()) {
+        return Err(ch.refuse(reason));
     }
-    let here = match choose_port(&opts.choice, Some(local_ip)) {
-        Ok(l) => l.endpoint(0, 0, 0),
-        Err(e) => return Err(refuse(ch, e)),
-    };
-    let addr = SocketAddr::new(cm_address(&here, local_ip), opts.port);
-    let listener = match CmListener::bind(addr, 1) {
-        Ok(l) => l,
-        Err(e) => return Err(refuse(ch, e.into())),
-    };
-    ch.send(&Message::Accept { endpoint: here })?;
-    let req = listener.get_request(opts.timeout)?;
-    let local = local_port_on(
-        req.context()?,
-        req.port(),
-        opts.choice.gid_index,
-        Some(local_ip),
-    )?;
-    let mut tq = TestQp::new(local, shape(spec))?;
     let p = params(spec, opts, &peer);
-    pingpong::post_receives(&tq, &p)?;
-    let id = req.accept(&tq.qp, &[], opts.timeout)?;
-    tq.path_mtu = Some(tq.local.active_mtu());
-    ch.send(&Message::Accept {
-        endpoint: tq.endpoint(),
-    })?;
+    let recipe = PingpongQp { spec, params: &p };
+    let conn = establish::server(
+        ch,
+        &plan(spec, opts, &recipe),
+        std::slice::from_ref(client_ep),
+    )?;
+    let (tq, client) = (&conn.qps[0], conn.remotes[0].clone());
     describe(opts, "local", &tq.endpoint());
-    let result = (|| {
-        pingpong::run(&tq, Side::Responder, 0, 0, &p, &STOP)?;
-        match ch.recv("the client's results")? {
-            Message::Finished { summary } => {
-                ch.send(&Message::Finished { summary: None })?;
-                Ok(summary.unwrap_or_default())
-            }
-            _ => bail!("{peer} ended the run with an unexpected message"),
-        }
-    })();
-    let result = result.map_err(|e| ch.fail(e));
-    drop(tq);
-    drop(id);
-    result
+    describe(opts, "remote", &client);
+    // UD replies need the client's QPN and Q_Key; RC/UC ignore them.
+    if let Err(e) = pingpong::run(tq, Side::Responder, client.qpn, client.qkey, &p, &STOP) {
+        return Err(ch.fail(e));
+    }
+    let summary = match ch.recv("the client's results")? {
+        Message::Finished {
+            summary: Some(summary),
+        } => summary,
+        Message::Finished { summary: None } => bail!("{peer} ended the run without its results"),
+        _ => bail!("{peer} ended the run with an unexpected message"),
+    };
+    ch.send(&Message::Finished { summary: None })?;
+    let path_mtu = tq.path_mtu.map_or(0, |m| m.bytes());
+    Ok(PingpongReport::new(
+        spec,
+        path_mtu,
+        client,
+        tq.endpoint(),
+        &summary,
+        None,
+    ))
 }
 
 fn ibv_dest(tq: &TestQp) -> IbvDest {

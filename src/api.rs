@@ -1,0 +1,86 @@
+//! The library's entry point: run one test in one role, in this process, and get its typed
+//! report. The subcommands call it, and so will `check` and `fabric`; it never prints.
+
+use crate::connect::control::TestSpec;
+use crate::exit::UsageError;
+use crate::perf::Observer;
+use crate::report::perf::PerfReport;
+use crate::report::pingpong::PingpongReport;
+use crate::session::{self, Served, SessionOptions, perf, pingpong};
+use anyhow::Result;
+
+/// Which end of the test this process plays.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Role {
+    /// Connect to the rdmadiag server (or, with `compat_ibv`, ibv_*_pingpong) at `host`.
+    Client { host: String },
+    /// Wait for one client (or serve clients until interrupted with `persist`).
+    Server,
+    /// Both ends in this process on one device.
+    Loopback,
+}
+
+/// What a run produced.
+#[derive(Debug, Clone)]
+pub enum TestReport {
+    /// A client's (or loopback run's) ping-pong.
+    Pingpong(Box<PingpongReport>),
+    /// A client's (or loopback run's) bw, lat, write or read test.
+    Perf(Box<PerfReport>),
+    /// What a server did for its client.
+    Served(Served),
+}
+
+/// Run `spec` in `role`. Errors are complete sentences; a mistake in the spec or the options is
+/// a [`UsageError`], data that did not arrive as sent a [`crate::exit::DataMismatch`].
+pub fn run(
+    spec: &TestSpec,
+    opts: &SessionOptions,
+    role: Role,
+    observer: &dyn Observer,
+) -> Result<TestReport> {
+    spec.check_combination().map_err(UsageError)?;
+    let pingpong = spec.test == "pingpong";
+    if pingpong {
+        pingpong::validate(spec).map_err(UsageError)?;
+        if opts.compat_ibv && opts.persist {
+            return Err(UsageError("--compat ibv serves one ibv_rc_pingpong client".into()).into());
+        }
+    } else {
+        perf::validate(spec).map_err(UsageError)?;
+        if opts.compat_ibv {
+            return Err(UsageError("--compat ibv applies to pingpong only".into()).into());
+        }
+    }
+    let mut opts = opts.clone();
+    opts.host = match &role {
+        Role::Client { host } => Some(host.clone()),
+        _ => None,
+    };
+    let opts = &opts;
+    let compat = pingpong && opts.compat_ibv;
+    let client = |o: &SessionOptions| -> Result<TestReport> {
+        Ok(if pingpong {
+            TestReport::Pingpong(Box::new(pingpong::client(o, spec)?))
+        } else {
+            TestReport::Perf(Box::new(perf::client(o, spec, observer)?))
+        })
+    };
+    match role {
+        Role::Client { .. } => client(opts),
+        Role::Loopback if compat => {
+            let s = spec.clone();
+            session::run_loopback(opts, move |st, o| pingpong::compat_serve(st, o, &s), client)
+        }
+        Role::Loopback => session::run_loopback(opts, session::serve_client, client),
+        Role::Server if opts.persist => match session::run_persistent(opts)? {},
+        Role::Server if compat => {
+            let r = session::run_server(opts, |st, o| pingpong::compat_serve(st, o, spec))?;
+            Ok(TestReport::Served(Served::Pingpong(Box::new(r))))
+        }
+        Role::Server => Ok(TestReport::Served(session::run_server(
+            opts,
+            session::serve_client,
+        )?)),
+    }
+}

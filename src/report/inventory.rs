@@ -1,0 +1,327 @@
+//! `rdmadiag devices` and `rdmadiag ports` as tables and text.
+
+use super::{Style, finish, opt};
+use crate::inventory::{DeviceInfo, PortInfo, PortsReport};
+use crate::sysfs::is_error_counter;
+use comfy_table::Cell;
+use std::collections::BTreeMap;
+
+/// `rdmadiag devices`: one row per device.
+pub fn devices_table(devs: &[DeviceInfo], style: Style) -> String {
+    let mut t = style.table(&[
+        "DEVICE",
+        "NODE GUID",
+        "TYPE",
+        "TRANSPORT",
+        "FIRMWARE",
+        "VENDOR",
+        "PART",
+        "PORTS",
+    ]);
+    for d in devs {
+        t.add_row(vec![
+            Cell::new(&d.name),
+            Cell::new(&d.node_guid),
+            Cell::new(d.node_type),
+            Cell::new(d.transport),
+            Cell::new(if d.fw_ver.is_empty() { "-" } else { &d.fw_ver }),
+            Cell::new(format!("0x{:04x}", d.vendor_id)),
+            Cell::new(d.vendor_part_id),
+            if d.ports_active < d.phys_port_cnt {
+                style.alert(d.port_summary.clone())
+            } else {
+                Cell::new(&d.port_summary)
+            },
+        ]);
+    }
+    finish(&t)
+}
+
+fn speed_text(p: &PortInfo) -> String {
+    match (
+        &p.active_width,
+        &p.active_speed,
+        p.speed_per_lane_gbps,
+        p.rate_gbps,
+    ) {
+        (Some(w), Some(s), Some(lane), Some(rate)) => {
+            format!("{w} {s} ({lane} Gb/s per lane) = {rate} Gb/s")
+        }
+        _ => "unknown".to_string(),
+    }
+}
+
+fn port_block(p: &PortInfo, style: Style) -> String {
+    let mut out = String::new();
+    let state = format!("{} ({})", p.state, p.physical_state);
+    let mut kv = style.table(&[]);
+    let head = format!("{} port {}", p.device, p.port);
+    kv.add_row(vec![
+        style.bold(&head),
+        if p.state.is_active() {
+            Cell::new(state)
+        } else {
+            style.alert(state)
+        },
+    ]);
+    kv.add_row(vec![Cell::new("link layer"), Cell::new(p.link_layer)]);
+    kv.add_row(vec![Cell::new("netdev"), Cell::new(opt(&p.netdev))]);
+    kv.add_row(vec![
+        Cell::new("MTU"),
+        Cell::new(format!(
+            "{} active, {} max",
+            opt(&p.active_mtu),
+            opt(&p.max_mtu)
+        )),
+    ]);
+    kv.add_row(vec![Cell::new("speed"), Cell::new(speed_text(p))]);
+    if p.link_layer == crate::verbs::LinkLayer::InfiniBand {
+        kv.add_row(vec![
+            Cell::new("LID / SM LID / LMC"),
+            Cell::new(format!("0x{:04x} / 0x{:04x} / {}", p.lid, p.sm_lid, p.lmc)),
+        ]);
+    }
+    let default = p
+        .default_gid_index
+        .and_then(|i| p.gids.iter().find(|g| g.index == i))
+        .map_or_else(
+            || "none".to_string(),
+            |g| format!("{} ({}, {})", g.index, g.gid, g.gid_type),
+        );
+    kv.add_row(vec![Cell::new("default GID"), Cell::new(default)]);
+    kv.add_row(vec![
+        Cell::new("P_Keys"),
+        Cell::new(if p.pkeys.is_empty() {
+            "-".to_string()
+        } else {
+            p.pkeys.join(" ")
+        }),
+    ]);
+    if let Some(d) = &p.details {
+        for (k, v) in [
+            ("max_msg_sz", format!("0x{:x}", d.max_msg_sz)),
+            ("port_cap_flags", format!("0x{:08x}", d.port_cap_flags)),
+            ("port_cap_flags2", format!("0x{:04x}", d.port_cap_flags2)),
+            ("max_vl_num", d.max_vl_num.to_string()),
+            ("bad_pkey_cntr", format!("0x{:x}", d.bad_pkey_cntr)),
+            ("qkey_viol_cntr", format!("0x{:x}", d.qkey_viol_cntr)),
+            ("sm_sl", d.sm_sl.to_string()),
+            ("pkey_tbl_len", d.pkey_tbl_len.to_string()),
+            ("gid_tbl_len", d.gid_tbl_len.to_string()),
+            ("subnet_timeout", d.subnet_timeout.to_string()),
+            ("init_type_reply", d.init_type_reply.to_string()),
+        ] {
+            kv.add_row(vec![Cell::new(k), Cell::new(v)]);
+        }
+    }
+    out.push_str(&finish(&kv));
+
+    let mut g = style.table(&["", "INDEX", "GID", "TYPE", "NETDEV", "IP"]);
+    for e in &p.gids {
+        g.add_row(vec![
+            Cell::new(if e.default { "*" } else { "" }),
+            Cell::new(e.index),
+            Cell::new(e.gid),
+            Cell::new(e.gid_type),
+            Cell::new(opt(&e.netdev)),
+            Cell::new(opt(&e.ip)),
+        ]);
+    }
+    if p.gids.is_empty() {
+        out.push_str("  (no valid GIDs)\n");
+    } else {
+        out.push_str(&finish(&g));
+        out.push_str("  * the GID rdmadiag uses by default\n");
+    }
+    for (title, counters) in [("counters", &p.counters), ("hw_counters", &p.hw_counters)] {
+        if let Some(c) = counters {
+            out.push_str(&counter_table(title, c, style));
+        }
+    }
+    out
+}
+
+fn counter_table(title: &str, c: &BTreeMap<String, u64>, style: Style) -> String {
+    if c.is_empty() {
+        return format!("  ({title}: none exposed by this device)\n");
+    }
+    let mut t = style.table(&[&title.to_uppercase(), "VALUE", ""]);
+    for (name, v) in c {
+        let bad = *v != 0 && is_error_counter(name);
+        if bad {
+            t.add_row(vec![
+                style.alert(name.clone()),
+                style.alert(v.to_string()),
+                style.alert("! error count".to_string()),
+            ]);
+        } else {
+            t.add_row(vec![Cell::new(name), Cell::new(v), Cell::new("")]);
+        }
+    }
+    finish(&t)
+}
+
+fn limits_block(d: &DeviceInfo, style: Style) -> String {
+    let Some(l) = &d.limits else {
+        return String::new();
+    };
+    let mut t = style.table(&[]);
+    t.add_row(vec![
+        style.bold(&format!("{} device", d.name)),
+        Cell::new(format!(
+            "fw {}, hw_ver 0x{:x}, sys_image_guid {}, board_id {}",
+            if d.fw_ver.is_empty() { "-" } else { &d.fw_ver },
+            d.hw_ver,
+            d.sys_image_guid,
+            opt(&d.board_id)
+        )),
+    ]);
+    let value = serde_json::to_value(l).unwrap_or_default();
+    if let Some(map) = value.as_object() {
+        for (k, v) in map {
+            let text = match (k.as_str(), v) {
+                ("max_mr_size" | "page_size_cap" | "device_cap_flags", v) => {
+                    v.as_u64().map_or(v.to_string(), |n| format!("0x{n:x}"))
+                }
+                ("atomic_cap", _) => l.atomic_cap.to_string(),
+                (_, v) => v.to_string(),
+            };
+            t.add_row(vec![Cell::new(k), Cell::new(text)]);
+        }
+    }
+    finish(&t)
+}
+
+/// `rdmadiag ports`: a block per port, device limits first when verbose.
+pub fn ports_text(r: &PortsReport, style: Style) -> String {
+    let mut out = String::new();
+    for d in &r.devices {
+        out.push_str(&limits_block(d, style));
+        out.push('\n');
+    }
+    for (i, p) in r.ports.iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        out.push_str(&port_block(p, style));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inventory::{GidInfo, PortsReport};
+    use crate::verbs::{GidType, LinkLayer, Mtu, NodeType, PhysState, PortState, Transport};
+
+    fn port() -> PortInfo {
+        PortInfo {
+            device: "rxe0".into(),
+            port: 1,
+            state: PortState::Active,
+            physical_state: PhysState::LinkUp,
+            link_layer: LinkLayer::Ethernet,
+            lid: 0,
+            sm_lid: 0,
+            lmc: 0,
+            max_mtu: Some(Mtu(4096)),
+            active_mtu: Some(Mtu(1024)),
+            active_width: Some("4X".into()),
+            active_speed: Some("EDR".into()),
+            speed_per_lane_gbps: Some(25.0),
+            rate_gbps: Some(100.0),
+            netdev: Some("dummy0".into()),
+            default_gid_index: Some(1),
+            gids: vec![
+                GidInfo {
+                    index: 0,
+                    gid: "fe80::1".parse().unwrap(),
+                    gid_type: GidType::RoceV2,
+                    netdev: Some("dummy0".into()),
+                    ip: Some("fe80::1".into()),
+                    default: false,
+                },
+                GidInfo {
+                    index: 1,
+                    gid: "::ffff:10.77.0.1".parse().unwrap(),
+                    gid_type: GidType::RoceV2,
+                    netdev: Some("dummy0".into()),
+                    ip: Some("10.77.0.1".into()),
+                    default: true,
+                },
+            ],
+            pkeys: vec!["0xffff".into()],
+            details: None,
+            counters: Some(BTreeMap::from([
+                ("port_rcv_errors".to_string(), 3),
+                ("port_xmit_data".to_string(), 10),
+            ])),
+            hw_counters: None,
+        }
+    }
+
+    #[test]
+    fn plain_ports_text_has_gids_types_ips_and_marks() {
+        let r = PortsReport {
+            devices: vec![],
+            ports: vec![port()],
+        };
+        let out = ports_text(&r, Style::plain());
+        assert!(!out.contains('\u{1b}'), "no escape codes on a pipe");
+        assert!(out.contains("ACTIVE (LINK_UP)"), "{out}");
+        assert!(
+            out.contains("4X EDR (25 Gb/s per lane) = 100 Gb/s"),
+            "{out}"
+        );
+        assert!(out.contains("1024 active, 4096 max"), "{out}");
+        let row = out
+            .lines()
+            .find(|l| l.contains("::ffff:10.77.0.1") && l.contains("dummy0"))
+            .expect("GID row");
+        assert!(row.trim_start().starts_with('*'), "{row}");
+        assert!(
+            row.contains("RoCE v2") && row.contains("10.77.0.1"),
+            "{row}"
+        );
+        let bad = out.lines().find(|l| l.contains("port_rcv_errors")).unwrap();
+        assert!(bad.contains("! error count"), "{bad}");
+        let fine = out.lines().find(|l| l.contains("port_xmit_data")).unwrap();
+        assert!(!fine.contains('!'), "{fine}");
+        assert!(!out.contains("LID / SM LID"), "no LID row on Ethernet");
+    }
+
+    #[test]
+    fn devices_table_one_row_per_device() {
+        let d = DeviceInfo {
+            name: "mlx5_0".into(),
+            node_guid: "0c42:a103:0065:d4a6".into(),
+            sys_image_guid: "0c42:a103:0065:d4a6".into(),
+            node_type: NodeType::Ca,
+            transport: Transport::InfiniBand,
+            fw_ver: "20.31.1014".into(),
+            hw_ver: 0,
+            vendor_id: 0x02c9,
+            vendor_part_id: 4123,
+            board_id: Some("MT_0000000222".into()),
+            phys_port_cnt: 2,
+            ports_active: 1,
+            port_summary: "1/2 active".into(),
+            limits: None,
+        };
+        let out = devices_table(
+            &[
+                d.clone(),
+                DeviceInfo {
+                    name: "mlx5_1".into(),
+                    ..d
+                },
+            ],
+            Style::plain(),
+        );
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 3, "{out}");
+        assert!(lines[0].contains("DEVICE") && lines[0].contains("NODE GUID"));
+        assert!(lines[1].contains("0c42:a103:0065:d4a6") && lines[1].contains("0x02c9"));
+        assert!(lines[1].contains("1/2 active") && lines[1].contains("20.31.1014"));
+    }
+}

@@ -1,0 +1,466 @@
+//! The results of bw, lat, write and read runs, and how they read.
+
+use super::{Style, endpoint_text, finish};
+use crate::connect::control::Transport;
+pub use crate::connect::control::{BwFigures, Mismatch};
+use crate::connect::endpoint::Endpoint;
+use crate::perf::{LatTiming, Op};
+use crate::stats::{Bucket, LatencyStats};
+use comfy_table::Cell;
+use serde::{Deserialize, Serialize};
+
+/// The unit of bandwidth columns in text (JSON is always Gb/s).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BwUnit {
+    /// Gb/s (10^9 bits per second), as perftest's --report_gbits.
+    #[default]
+    Gbit,
+    /// MiB/s (2^20 bytes per second), perftest's MB/sec.
+    Mib,
+}
+
+impl BwUnit {
+    pub fn label(self) -> &'static str {
+        match self {
+            BwUnit::Gbit => "Gb/s",
+            BwUnit::Mib => "MiB/s",
+        }
+    }
+
+    fn convert(self, gbps: f64) -> f64 {
+        match self {
+            BwUnit::Gbit => gbps,
+            BwUnit::Mib => gbps * 1e9 / 8.0 / 1_048_576.0,
+        }
+    }
+}
+
+/// One size's bandwidth result.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BwResult {
+    pub size: u32,
+    /// Operations completed (all QPs; both directions with -b).
+    pub iterations: u64,
+    /// The CQ moderation this size ran with (1 above 8 KiB unless -Q was given).
+    #[serde(default)]
+    pub cq_mod: u32,
+    pub bw_peak_gbps: f64,
+    pub bw_avg_gbps: f64,
+    pub msg_rate_mpps: f64,
+    pub elapsed_s: f64,
+    /// CPU time this side's thread spent in the round, and the other side's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_cpu_s: Option<f64>,
+    /// What the other end measured (the receiver in a SEND test).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer: Option<Box<BwResult>>,
+    /// With -b: client to server, as the client measured it (the figures above are the sum).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forward: Option<BwFigures>,
+    /// With -b: server to client, as the server measured it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reverse: Option<BwFigures>,
+}
+
+impl BwResult {
+    /// A result holding one direction's figures.
+    pub fn from_figures(size: u32, cq_mod: u32, f: BwFigures) -> BwResult {
+        BwResult {
+            size,
+            iterations: f.iterations,
+            cq_mod,
+            bw_peak_gbps: f.bw_peak_gbps,
+            bw_avg_gbps: f.bw_avg_gbps,
+            msg_rate_mpps: f.msg_rate_mpps,
+            elapsed_s: f.elapsed_s,
+            cpu_s: None,
+            peer_cpu_s: None,
+            peer: None,
+            forward: None,
+            reverse: None,
+        }
+    }
+
+    /// This result's own figures (one direction).
+    pub fn figures(&self) -> BwFigures {
+        BwFigures {
+            iterations: self.iterations,
+            bw_peak_gbps: self.bw_peak_gbps,
+            bw_avg_gbps: self.bw_avg_gbps,
+            msg_rate_mpps: self.msg_rate_mpps,
+            elapsed_s: self.elapsed_s,
+        }
+    }
+
+    /// Both directions of a -b round: the sum on top (perftest's figure), each one below.
+    pub fn bidirectional(mut self, reverse: BwFigures) -> BwResult {
+        let forward = self.figures();
+        self.iterations += reverse.iterations;
+        self.bw_peak_gbps += reverse.bw_peak_gbps;
+        self.bw_avg_gbps += reverse.bw_avg_gbps;
+        self.msg_rate_mpps += reverse.msg_rate_mpps;
+        self.elapsed_s = self.elapsed_s.max(reverse.elapsed_s);
+        self.forward = Some(forward);
+        self.reverse = Some(reverse);
+        self
+    }
+}
+
+/// One size's latency result.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LatResult {
+    pub size: u32,
+    pub iterations: u64,
+    #[serde(flatten)]
+    pub latency: LatencyStats,
+    /// WRITE/READ diagnostics: the data moved, in Gb/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bw_avg_gbps: Option<f64>,
+    /// WRITE/READ diagnostics: whether every byte of every transfer arrived as sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified: Option<bool>,
+    /// WRITE/READ diagnostics: how many transfers were checked byte by byte.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transfers_checked: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mismatch: Option<Mismatch>,
+    /// The distribution (`lat --histogram`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub histogram: Vec<Bucket>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_cpu_s: Option<f64>,
+}
+
+/// One size over plain TCP (`--vs-tcp`), beside the RDMA result of the same size.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TcpResult {
+    pub size: u32,
+    pub iterations: u64,
+    pub elapsed_s: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bw_avg_gbps: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<LatencyStats>,
+    pub cpu_s: Option<f64>,
+    pub peer_cpu_s: Option<f64>,
+}
+
+/// The report of a bw/lat/write/read run (docs/json.md).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PerfReport {
+    pub test: String,
+    pub op: Op,
+    pub transport: Transport,
+    pub qps: u32,
+    pub tx_depth: u32,
+    /// Requested CQ moderation (bw: each size's own is in its result).
+    pub cq_mod: u32,
+    /// Operations per ibv_post_send call (bw).
+    #[serde(default)]
+    pub post_list: u32,
+    /// RDMA READs in flight per QP (READ tests: the QP's max_rd_atomic).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outstanding_reads: Option<u32>,
+    /// Latency tests: how samples are taken (perftest or lean) and the signalling in words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timing: Option<LatTiming>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signaling: Option<String>,
+    pub inline: u32,
+    pub bidirectional: bool,
+    pub duration_s: Option<f64>,
+    /// For latency: what one sample is ("half round trip" or "round trip").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_measure: Option<String>,
+    pub path_mtu: u32,
+    pub local: Endpoint,
+    pub remote: Endpoint,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bw: Vec<BwResult>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lat: Vec<LatResult>,
+    /// `--vs-tcp`: the same sizes over TCP between the same hosts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tcp: Vec<TcpResult>,
+    pub rdmadiag_version: String,
+}
+
+fn perf_header(r: &PerfReport) -> String {
+    let what = if r.test == r.op.to_string() {
+        format!("RDMA {} diagnostic", r.test.to_uppercase())
+    } else {
+        format!("{} {}", r.test, r.op)
+    };
+    let mut out = format!(
+        "{} {}{}, {} QP(s), path MTU {}{}\n",
+        what,
+        r.transport,
+        if r.bidirectional {
+            " bidirectional"
+        } else {
+            ""
+        },
+        r.qps,
+        r.path_mtu,
+        r.duration_s
+            .map(|d| format!(", {d} s per size"))
+            .unwrap_or_default()
+    );
+    out.push_str(&format!("  local   {}\n", endpoint_text(&r.local)));
+    out.push_str(&format!("  remote  {}\n", endpoint_text(&r.remote)));
+    out.push_str(&format!("  settings  {}\n", settings_text(r)));
+    out
+}
+
+/// Every setting that shapes the figures, in one line (perftest prints them in its header).
+fn settings_text(r: &PerfReport) -> String {
+    let mut parts = Vec::new();
+    if !r.bw.is_empty() {
+        parts.push(format!("tx depth {}", r.tx_depth));
+        parts.push(format!("post list {}", r.post_list));
+        let mods: std::collections::BTreeSet<u32> = r.bw.iter().map(|b| b.cq_mod).collect();
+        let mods: Vec<String> = mods.iter().map(u32::to_string).collect();
+        parts.push(format!(
+            "CQ moderation {} (requested {}; 1 above 8 KiB unless -Q)",
+            mods.join("/"),
+            r.cq_mod
+        ));
+    }
+    if let Some(o) = r.outstanding_reads {
+        parts.push(format!("outstanding reads {o}"));
+    }
+    parts.push(format!("inline {} B", r.inline));
+    if let Some(t) = r.timing {
+        parts.push(format!("timing {t}"));
+    }
+    if let Some(s) = &r.signaling {
+        parts.push(s.clone());
+    }
+    parts.join(", ")
+}
+
+fn cpu_text(cpu: Option<f64>, elapsed: f64) -> String {
+    match cpu {
+        Some(c) if elapsed > 0.0 => format!("{c:.3} s ({:.0}%)", c / elapsed * 100.0),
+        Some(c) => format!("{c:.3} s"),
+        None => "-".into(),
+    }
+}
+
+/// `--vs-tcp`: RDMA and TCP side by side per size, with the CPU each side spent.
+fn vs_tcp_text(r: &PerfReport, style: Style) -> String {
+    if r.tcp.is_empty() {
+        return String::new();
+    }
+    let bw = !r.bw.is_empty();
+    let (what, rdma_h, tcp_h) = if bw {
+        ("higher is better", "RDMA Gb/s", "TCP Gb/s")
+    } else {
+        ("lower is better", "RDMA median us", "TCP median us")
+    };
+    let mut t = style.table(&[
+        "#bytes",
+        rdma_h,
+        tcp_h,
+        "RDMA/TCP",
+        "CPU here RDMA",
+        "CPU here TCP",
+        "CPU peer RDMA",
+        "CPU peer TCP",
+    ]);
+    for tr in &r.tcp {
+        let (rdma, rdma_elapsed, cpu, peer_cpu) = if bw {
+            let Some(b) = r.bw.iter().find(|b| b.size == tr.size) else {
+                continue;
+            };
+            (b.bw_avg_gbps, b.elapsed_s, b.cpu_s, b.peer_cpu_s)
+        } else {
+            let Some(l) = r.lat.iter().find(|l| l.size == tr.size) else {
+                continue;
+            };
+            let per_sample = if r.latency_measure.as_deref() == Some("half round trip") {
+                2.0
+            } else {
+                1.0
+            };
+            let elapsed = l.latency.avg_us * per_sample * l.iterations as f64 / 1e6;
+            (l.latency.median_us, elapsed, l.cpu_s, l.peer_cpu_s)
+        };
+        let tcp = if bw {
+            tr.bw_avg_gbps.unwrap_or(0.0)
+        } else {
+            tr.latency.map_or(0.0, |l| l.median_us)
+        };
+        t.add_row(vec![
+            Cell::new(tr.size),
+            Cell::new(format!("{rdma:.2}")),
+            Cell::new(format!("{tcp:.2}")),
+            Cell::new(if tcp > 0.0 {
+                format!("{:.2}", rdma / tcp)
+            } else {
+                "-".into()
+            }),
+            Cell::new(cpu_text(cpu, rdma_elapsed)),
+            Cell::new(cpu_text(tr.cpu_s, tr.elapsed_s)),
+            Cell::new(cpu_text(peer_cpu, rdma_elapsed)),
+            Cell::new(cpu_text(tr.peer_cpu_s, tr.elapsed_s)),
+        ]);
+    }
+    format!(
+        "  RDMA against TCP on the same path ({what}):\n{}",
+        finish(&t)
+    )
+}
+
+/// `rdmadiag bw`: one row per size.
+pub fn bw_text(r: &PerfReport, units: BwUnit, style: Style) -> String {
+    let label = units.label();
+    let conv = |gbps: f64| units.convert(gbps);
+    let peer_col = r.bw.iter().any(|b| b.peer.is_some());
+    let both = r.bw.iter().any(|b| b.forward.is_some());
+    let peak = format!("BW peak [{label}]");
+    let avg = format!("BW average [{label}]");
+    let peer_avg = format!("peer avg [{label}]");
+    let fwd = format!("client->server avg [{label}]");
+    let rev = format!("server->client avg [{label}]");
+    let mut head = vec!["#bytes", "#iterations", &peak, &avg, "MsgRate [Mpps]"];
+    if peer_col {
+        head.push(&peer_avg);
+    }
+    if both {
+        head.push(&fwd);
+        head.push(&rev);
+    }
+    let mut t = style.table(&head);
+    for b in &r.bw {
+        let mut row = vec![
+            Cell::new(b.size),
+            Cell::new(b.iterations),
+            Cell::new(format!("{:.2}", conv(b.bw_peak_gbps))),
+            Cell::new(format!("{:.2}", conv(b.bw_avg_gbps))),
+            Cell::new(format!("{:.6}", b.msg_rate_mpps)),
+        ];
+        if peer_col {
+            row.push(Cell::new(b.peer.as_ref().map_or("-".to_string(), |p| {
+                format!("{:.2}", conv(p.bw_avg_gbps))
+            })));
+        }
+        if both {
+            for d in [&b.forward, &b.reverse] {
+                row.push(Cell::new(d.as_ref().map_or("-".to_string(), |d| {
+                    format!("{:.2}", conv(d.bw_avg_gbps))
+                })));
+            }
+        }
+        t.add_row(row);
+    }
+    let mut out = perf_header(r);
+    if both {
+        out.push_str("  bidirectional: figures are the sum of both directions (as perftest)\n");
+    }
+    out.push_str(&finish(&t));
+    out.push_str(&vs_tcp_text(r, style));
+    out
+}
+
+fn histogram_text(l: &LatResult) -> String {
+    let max = l
+        .histogram
+        .iter()
+        .map(|b| b.count)
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let mut out = format!("  distribution of {} B (us):\n", l.size);
+    for b in &l.histogram {
+        let bar = "#".repeat(((b.count * 50).div_ceil(max)) as usize);
+        out.push_str(&format!("  <= {:>10.2} {:>9} {bar}\n", b.le_us, b.count));
+    }
+    out
+}
+
+/// `rdmadiag lat`: one row per size, every statistic from every sample.
+pub fn lat_text(r: &PerfReport, histogram: bool, style: Style) -> String {
+    let mut t = style.table(&[
+        "#bytes",
+        "#iterations",
+        "min",
+        "median",
+        "avg",
+        "stdev",
+        "p90",
+        "p99",
+        "p99.9",
+        "p99.99",
+        "max",
+    ]);
+    let f = |v: f64| Cell::new(format!("{v:.2}"));
+    for l in &r.lat {
+        let s = &l.latency;
+        t.add_row(vec![
+            Cell::new(l.size),
+            Cell::new(l.iterations),
+            f(s.min_us),
+            f(s.median_us),
+            f(s.avg_us),
+            f(s.stdev_us),
+            f(s.p90_us),
+            f(s.p99_us),
+            f(s.p999_us),
+            f(s.p9999_us),
+            f(s.max_us),
+        ]);
+    }
+    let mut out = perf_header(r);
+    out.push_str(&format!(
+        "  latency in us, each sample a {}\n",
+        r.latency_measure.as_deref().unwrap_or("round trip")
+    ));
+    out.push_str(&finish(&t));
+    out.push_str(&vs_tcp_text(r, style));
+    if histogram {
+        for l in &r.lat {
+            out.push_str(&histogram_text(l));
+        }
+    }
+    out
+}
+
+/// `rdmadiag write` / `read`: what moved, how fast, and whether every byte arrived.
+pub fn xfer_text(r: &PerfReport, style: Style) -> String {
+    let mut t = style.table(&[
+        "#bytes",
+        "#iterations",
+        "verified",
+        "min us",
+        "median us",
+        "max us",
+        "Gb/s",
+    ]);
+    for l in &r.lat {
+        let ok = match (l.verified, &l.mismatch, l.transfers_checked) {
+            (_, Some(m), _) => style.alert(m.to_string()),
+            (Some(true), None, Some(n)) => Cell::new(format!(
+                "every byte of {n} transfer{}",
+                if n == 1 { "" } else { "s" }
+            )),
+            _ => style.alert("NOT VERIFIED".to_string()),
+        };
+        t.add_row(vec![
+            Cell::new(l.size),
+            Cell::new(l.iterations),
+            ok,
+            Cell::new(format!("{:.2}", l.latency.min_us)),
+            Cell::new(format!("{:.2}", l.latency.median_us)),
+            Cell::new(format!("{:.2}", l.latency.max_us)),
+            Cell::new(format!("{:.3}", l.bw_avg_gbps.unwrap_or(0.0))),
+        ]);
+    }
+    let mut out = perf_header(r);
+    out.push_str(&finish(&t));
+    out
+}

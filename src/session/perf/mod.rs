@@ -1,0 +1,192 @@
+//! Both halves of bw, lat, write and read tests: what a request may ask, the QPs it needs,
+//! the rounds (one per size), the client, the server and the `--vs-tcp` comparison.
+
+mod client;
+mod qps;
+mod rounds;
+mod server;
+mod vs_tcp;
+
+pub use client::client;
+pub use server::{PerfServed, serve};
+
+use crate::connect::control::{Op, PerfSpec, TestSpec};
+use serde::{Deserialize, Serialize};
+
+/// Largest message a test may use (perftest's sweep tops out at 8 MiB; this leaves room).
+pub const MAX_SIZE: u32 = 1 << 30;
+/// Most QPs one test may ask for.
+pub const MAX_QPS: u32 = 1024;
+/// Receives kept posted per QP in SEND tests.
+const RX_DEPTH: u32 = 512;
+/// The WRITE/READ diagnostics give every transfer of a round its own slot; a round's slots
+/// span at most this many bytes (one transfer's size if that is larger).
+const VERIFY_SPAN: u64 = 16 << 20;
+
+/// Slots per diagnostic round: as many transfers as fit in [`VERIFY_SPAN`], at most all of them.
+pub fn verify_slots(size: u32, iterations: u64) -> u64 {
+    (VERIFY_SPAN / size.max(1) as u64).clamp(1, iterations.max(1))
+}
+
+/// Which measurement a test makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    Bw,
+    Lat,
+    /// The WRITE/READ data diagnostics (`rdmadiag write`, `rdmadiag read`).
+    Verify,
+}
+
+impl Kind {
+    pub fn test_name(self, op: Op) -> String {
+        match self {
+            Kind::Bw => "bw".into(),
+            Kind::Lat => "lat".into(),
+            Kind::Verify => op.to_string(),
+        }
+    }
+    fn from_test(name: &str) -> Option<Kind> {
+        match name {
+            "bw" => Some(Kind::Bw),
+            "lat" => Some(Kind::Lat),
+            "write" | "read" => Some(Kind::Verify),
+            _ => None,
+        }
+    }
+}
+
+/// Check a spec against this side's limits; the reason is told to the client.
+pub fn validate(spec: &TestSpec) -> Result<(Kind, PerfSpec), String> {
+    let kind =
+        Kind::from_test(&spec.test).ok_or_else(|| format!("unknown test '{}'", spec.test))?;
+    let p = spec
+        .perf
+        .clone()
+        .ok_or_else(|| "the request carries no test parameters".to_string())?;
+    spec.check_combination()?;
+    if p.sizes.is_empty() {
+        return Err("no message size given".into());
+    }
+    if let Some(&bad) = p.sizes.iter().find(|&&s| s == 0 || s > MAX_SIZE) {
+        return Err(format!(
+            "message size {bad} (-s/--sizes) is outside 1..={MAX_SIZE}"
+        ));
+    }
+    if p.iterations == Some(0) {
+        return Err("iterations must be at least 1".into());
+    }
+    if p.iterations.is_none() && p.duration_ms.is_none_or(|d| d == 0) {
+        return Err("neither iterations nor a duration given".into());
+    }
+    if p.qps == 0 || p.qps > MAX_QPS {
+        return Err(format!("{} QPs is outside 1..={MAX_QPS}", p.qps));
+    }
+    if p.tx_depth == 0 || p.tx_depth > 1 << 15 {
+        return Err(format!("tx depth {} is outside 1..=32768", p.tx_depth));
+    }
+    if p.cq_mod == 0 {
+        return Err("CQ moderation must be at least 1".into());
+    }
+    if p.outstanding == Some(0) {
+        return Err("outstanding reads must be at least 1".into());
+    }
+    Ok((kind, p))
+}
+
+fn max_size(p: &PerfSpec) -> usize {
+    p.sizes.iter().copied().max().unwrap_or(1) as usize
+}
+
+fn gbps(bytes_per_sec: f64) -> f64 {
+    bytes_per_sec * 8.0 / 1e9
+}
+
+#[cfg(test)]
+mod tests {
+    use super::qps::shape;
+    use super::*;
+    use crate::connect::control::{LatTiming, Transport};
+    use crate::verbs::Access;
+
+    fn spec(test: &str, op: Op, transport: Transport) -> TestSpec {
+        TestSpec {
+            test: test.into(),
+            transport,
+            size: 0,
+            iterations: 0,
+            rx_depth: 0,
+            events: false,
+            mtu: None,
+            cm: false,
+            perf: Some(PerfSpec {
+                op,
+                sizes: vec![65536],
+                iterations: Some(1000),
+                duration_ms: None,
+                qps: 1,
+                tx_depth: 128,
+                cq_mod: 100,
+                cq_mod_explicit: false,
+                post_list: 16,
+                outstanding: None,
+                timing: LatTiming::Perftest,
+                inline: 0,
+                inline_explicit: false,
+                bidirectional: false,
+                vs_tcp: false,
+            }),
+        }
+    }
+
+    #[test]
+    fn invalid_combinations_are_refused() {
+        assert!(validate(&spec("bw", Op::Write, Transport::Rc)).is_ok());
+        assert!(validate(&spec("bw", Op::Send, Transport::Ud)).is_ok());
+        let e = validate(&spec("bw", Op::Read, Transport::Ud)).unwrap_err();
+        assert!(e.contains("UD"), "{e}");
+        assert!(validate(&spec("lat", Op::Read, Transport::Uc)).is_err());
+        assert!(validate(&spec("write", Op::Send, Transport::Rc)).is_err());
+        assert!(validate(&spec("nope", Op::Send, Transport::Rc)).is_err());
+        let mut s = spec("bw", Op::Write, Transport::Uc);
+        s.cm = true;
+        assert!(validate(&s).unwrap_err().contains("RC"));
+        let mut s = spec("bw", Op::Write, Transport::Rc);
+        s.perf.as_mut().unwrap().sizes = vec![0];
+        assert!(validate(&s).is_err());
+        s.perf.as_mut().unwrap().sizes = vec![MAX_SIZE + 1];
+        assert!(validate(&s).is_err());
+        let mut s = spec("bw", Op::Write, Transport::Rc);
+        s.perf.as_mut().unwrap().qps = 1_000_000;
+        assert!(validate(&s).unwrap_err().contains("QPs"));
+        let mut s = spec("bw", Op::Write, Transport::Rc);
+        s.perf.as_mut().unwrap().iterations = None;
+        assert!(validate(&s).is_err(), "neither iterations nor duration");
+    }
+
+    #[test]
+    fn least_privilege_access() {
+        let s = spec("bw", Op::Write, Transport::Rc);
+        let p = s.perf.clone().unwrap();
+        let server = shape(&s, Kind::Bw, &p, true, 256).access;
+        let client = shape(&s, Kind::Bw, &p, false, 256).access;
+        assert!(server.contains(Access::REMOTE_WRITE) && !server.contains(Access::REMOTE_READ));
+        assert!(!client.contains(Access::REMOTE_WRITE) && !client.contains(Access::REMOTE_READ));
+        let s = spec("bw", Op::Read, Transport::Rc);
+        let p = s.perf.clone().unwrap();
+        let server = shape(&s, Kind::Bw, &p, true, 256).access;
+        assert!(server.contains(Access::REMOTE_READ) && !server.contains(Access::REMOTE_WRITE));
+        let s = spec("bw", Op::Send, Transport::Rc);
+        let p = s.perf.clone().unwrap();
+        let server = shape(&s, Kind::Bw, &p, true, 256).access;
+        assert_eq!(server, Access::LOCAL_WRITE);
+    }
+
+    #[test]
+    fn diagnostic_rounds_hold_up_to_16_mib_of_slots() {
+        assert_eq!(verify_slots(4096, 100), 100);
+        assert_eq!(verify_slots(8 << 20, 3), 2);
+        assert_eq!(verify_slots(64 << 20, 3), 1);
+        assert_eq!(verify_slots(1, 0), 1);
+    }
+}

@@ -1,0 +1,203 @@
+//! The QPs a perf test needs on each side: buffer size and access, depths, READ depth, inline,
+//! and what must be posted before the peer may send.
+
+use super::{Kind, RX_DEPTH, max_size, verify_slots};
+use crate::connect::control::{Op, PerfSpec, TestSpec, Transport};
+use crate::connect::endpoint::LocalPort;
+use crate::connect::establish::QpRecipe;
+use crate::connect::test_qp::{GRH_BYTES, QpShape, TestQp};
+use crate::exit::UsageError;
+use crate::perf::{bw, lat};
+use crate::pingpong::{self, PingpongParams};
+use crate::verbs::Access;
+use anyhow::Result;
+use std::time::Duration;
+
+/// Bytes, access and depths of one side's QPs.
+pub(super) fn shape(
+    spec: &TestSpec,
+    kind: Kind,
+    p: &PerfSpec,
+    server: bool,
+    max_inline: u32,
+) -> QpShape {
+    let max = max_size(p);
+    let remote_if_server = |remote: Access| {
+        if server {
+            Access::LOCAL_WRITE | remote
+        } else {
+            Access::LOCAL_WRITE
+        }
+    };
+    let (len, access) = match (kind, p.op) {
+        // Send area + one shared receive area; lat uses the ping-pong layout.
+        (Kind::Lat, Op::Send) => (
+            pingpong::buffer_len(spec.transport, max, RX_DEPTH),
+            Access::LOCAL_WRITE,
+        ),
+        // Send area + one shared receive area (with room for the GRH of UD).
+        (_, Op::Send) => (2 * max + GRH_BYTES, Access::LOCAL_WRITE),
+        // Each side writes the other's landing zone.
+        (Kind::Lat, Op::Write) => (
+            lat::write_buffer_len(max),
+            Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+        ),
+        // One slot per transfer of a diagnostic round.
+        (Kind::Verify, Op::Write) => (slots_len(p, max), remote_if_server(Access::REMOTE_WRITE)),
+        (Kind::Verify, _) => (slots_len(p, max), remote_if_server(Access::REMOTE_READ)),
+        // Least privilege: the target of WRITEs may be written, the source of READs read.
+        (_, Op::Write) if server || p.bidirectional => {
+            (max, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+        }
+        (_, Op::Read) if server || p.bidirectional => {
+            (max, Access::LOCAL_WRITE | Access::REMOTE_READ)
+        }
+        _ => (max, Access::LOCAL_WRITE),
+    };
+    // READs in flight: -o, else as many as the device allows (make_qp caps it).
+    let reads = if p.op == Op::Read {
+        p.outstanding.map_or(u8::MAX, |o| o.min(255) as u8)
+    } else {
+        1
+    };
+    QpShape {
+        transport: spec.transport,
+        send_depth: (p.tx_depth + 1).max(64),
+        recv_depth: if p.op == Op::Send { RX_DEPTH } else { 1 },
+        buffer_len: len,
+        max_inline: p
+            .inline
+            .min(max_inline)
+            .max(if p.inline_explicit { p.inline } else { 0 }),
+        access,
+        events: false,
+        rd_atomic: reads,
+    }
+}
+
+/// Bytes of a diagnostic's buffers: one slot per transfer of a round.
+fn slots_len(p: &PerfSpec, max: usize) -> usize {
+    verify_slots(max as u32, p.iterations.unwrap_or(1)) as usize * max
+}
+
+/// Length of the shared receive area of a SEND bandwidth test (UD prepends a 40-byte GRH).
+pub(super) fn recv_len(spec: &TestSpec, max: usize) -> usize {
+    max + if spec.transport == Transport::Ud {
+        GRH_BYTES
+    } else {
+        0
+    }
+}
+
+/// The ping-pong engine's parameters for a SEND latency round.
+pub(super) fn pp_params(
+    spec: &TestSpec,
+    size: usize,
+    max: usize,
+    iterations: Option<u64>,
+    peer: &str,
+    timeout: Duration,
+) -> PingpongParams {
+    let p = spec.perf.as_ref();
+    PingpongParams {
+        size,
+        recv_size: max,
+        iterations: iterations.unwrap_or(1),
+        rx_depth: RX_DEPTH,
+        events: false,
+        duration: p.and_then(|p| p.duration_ms).map(Duration::from_millis),
+        mark_last: true,
+        inline_max: p.map_or(0, |p| p.inline as usize),
+        signal_every: p.map_or(1, |p| p.timing.signal_every()),
+        timeout,
+        peer: peer.to_string(),
+    }
+}
+
+/// How each side makes its QPs for a perf test.
+pub(super) struct PerfQps<'a> {
+    pub spec: &'a TestSpec,
+    pub kind: Kind,
+    pub p: &'a PerfSpec,
+    /// The client checks what only it can refuse as a usage error (-I, -o, UD sizes).
+    pub client: bool,
+}
+
+impl PerfQps<'_> {
+    pub fn count(&self) -> usize {
+        if self.kind == Kind::Bw {
+            self.p.qps as usize
+        } else {
+            1
+        }
+    }
+}
+
+impl QpRecipe for PerfQps<'_> {
+    fn make(&self, local: &LocalPort) -> Result<TestQp> {
+        let (spec, p) = (self.spec, self.p);
+        if self.client && spec.transport == Transport::Ud {
+            let mtu = local.active_mtu().bytes();
+            if max_size(p) > mtu as usize {
+                return Err(UsageError(format!(
+                    "UD messages must fit in one MTU: {} is larger than {mtu}",
+                    max_size(p)
+                ))
+                .into());
+            }
+        }
+        let shape = shape(spec, self.kind, p, !self.client, 256);
+        let caps = local
+            .ctx
+            .query_device()
+            .map_err(|e| anyhow::anyhow!("querying {}'s limits: {e}", local.ctx.name()))?
+            .limits;
+        let device_max = (caps.max_qp_rd_atom.clamp(1, 255) as u8)
+            .min(caps.max_qp_init_rd_atom.clamp(1, 255) as u8);
+        if p.op == Op::Read
+            && let Some(o) = p.outstanding.filter(|&o| o > device_max as u32)
+        {
+            return Err(UsageError(format!(
+                "-o {o}: {} allows at most {device_max} RDMA READs in flight per QP",
+                local.ctx.name()
+            ))
+            .into());
+        }
+        let tq = TestQp::new(
+            local.clone(),
+            QpShape {
+                rd_atomic: shape.rd_atomic.min(device_max),
+                ..shape
+            },
+        )?;
+        if self.client {
+            check_inline(p, &tq)?;
+        }
+        // Post what must be posted before the peer may send (SEND tests).
+        if p.op == Op::Send {
+            let max = max_size(p);
+            match self.kind {
+                Kind::Lat => pingpong::post_receives(
+                    &tq,
+                    &pp_params(spec, max, max, None, "", Duration::ZERO),
+                )?,
+                _ => bw::post_receives(&tq, recv_len(spec, max), RX_DEPTH, max)?,
+            }
+        }
+        Ok(tq)
+    }
+}
+
+/// `-I N` asks for N bytes of inline data: refuse (exit 2) if the device granted less.
+fn check_inline(p: &PerfSpec, tq: &TestQp) -> Result<()> {
+    let granted = tq.qp.caps().max_inline_data;
+    if p.inline_explicit && granted < p.inline {
+        return Err(UsageError(format!(
+            "-I {}: {} allows at most {granted} bytes of inline data",
+            p.inline,
+            tq.local.ctx.name()
+        ))
+        .into());
+    }
+    Ok(())
+}

@@ -1,0 +1,248 @@
+//! One round of a perf test on this side: lay out the buffers, run the engine for the round's
+//! size (or the diagnostics' batch of transfers), and turn what it measured into a result.
+
+use super::qps::{pp_params, recv_len};
+use super::{Kind, RX_DEPTH, gbps, max_size};
+use crate::connect::control::{Batch, Op, PerfSpec, TestSpec};
+use crate::connect::endpoint::{Endpoint, RemoteMemory};
+use crate::connect::test_qp::TestQp;
+use crate::perf::bw::{self, BwOutcome, BwParams};
+use crate::perf::lat::{self, LatParams, LatRole};
+use crate::perf::{Progress, verify};
+use crate::pingpong::{self, Side};
+use crate::report::perf::{BwResult, LatResult};
+use crate::session::STOP;
+use crate::stats::LatencyRecorder;
+use anyhow::{Result, anyhow};
+use std::time::Duration;
+
+pub(super) fn bw_result(size: u32, cq_mod: u32, o: &BwOutcome) -> BwResult {
+    BwResult {
+        size,
+        iterations: o.messages,
+        cq_mod,
+        bw_peak_gbps: gbps(o.peak_bytes_per_sec),
+        bw_avg_gbps: gbps(o.avg_bytes_per_sec()),
+        msg_rate_mpps: o.msg_rate() / 1e6,
+        elapsed_s: o.elapsed.as_secs_f64(),
+        cpu_s: None,
+        peer_cpu_s: None,
+        peer: None,
+        forward: None,
+        reverse: None,
+    }
+}
+
+/// What the client's engines produced for one round.
+pub(super) enum RoundOutcome {
+    Bw(BwResult),
+    Lat(LatResult, LatencyRecorder),
+}
+
+/// One round: its message size, and for the diagnostics the transfers it moves.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct RoundPlan {
+    pub size: u32,
+    pub batch: Option<Batch>,
+}
+
+/// What one side needs to play its part in rounds.
+pub(super) struct RoundContext<'a> {
+    pub kind: Kind,
+    pub spec: &'a TestSpec,
+    pub p: &'a PerfSpec,
+    /// This side is the client.
+    pub initiator: bool,
+    pub timeout: Duration,
+    pub peer: &'a str,
+}
+
+/// This side's part of one round.
+pub(super) fn run_round(
+    qps: &mut [TestQp],
+    remotes: &[Endpoint],
+    cx: &RoundContext,
+    round: RoundPlan,
+    progress: &Progress,
+) -> Result<Option<RoundOutcome>> {
+    let (kind, spec, p, initiator, timeout, peer) =
+        (cx.kind, cx.spec, cx.p, cx.initiator, cx.timeout, cx.peer);
+    let size = round.size;
+    let max = max_size(p);
+    let duration = p.duration_ms.map(Duration::from_millis);
+    let mems: Vec<Option<RemoteMemory>> = remotes.iter().map(|e| e.memory).collect();
+    let lat_params = |iterations: Option<u64>, slots: u64, drop: Option<u64>| LatParams {
+        op: p.op,
+        size: size as usize,
+        iterations,
+        duration,
+        inline_max: if kind == Kind::Verify {
+            0
+        } else {
+            p.inline as usize
+        },
+        signal_every: p.timing.signal_every(),
+        slots,
+        drop_for_test: drop,
+        timeout,
+        peer: peer.to_string(),
+    };
+    match kind {
+        Kind::Bw => {
+            let send = initiator || p.bidirectional;
+            let receive = p.op == Op::Send && (!initiator || p.bidirectional);
+            if !send && !receive {
+                return Ok(None); // one-sided: the server's CPU takes no part
+            }
+            let cq_mod = bw::effective_cq_mod(
+                p.cq_mod,
+                p.cq_mod_explicit,
+                size as usize,
+                spec.transport,
+                p.tx_depth,
+            );
+            let bp = BwParams {
+                op: p.op,
+                size: size as usize,
+                iterations: p.iterations,
+                duration,
+                tx_depth: p.tx_depth,
+                cq_mod,
+                post_list: p.post_list,
+                inline: size <= p.inline && qps.iter().all(|q| size <= q.qp.caps().max_inline_data),
+                rx_depth: RX_DEPTH,
+                send,
+                receive,
+                timeout,
+                peer: peer.to_string(),
+            };
+            let dests: Vec<(u32, u32)> = remotes.iter().map(|e| (e.qpn, e.qkey)).collect();
+            let o = bw::run(
+                qps,
+                &mems,
+                &dests,
+                max,
+                recv_len(spec, max),
+                &bp,
+                progress,
+                &STOP,
+            )?;
+            Ok(Some(RoundOutcome::Bw(bw_result(size, cq_mod, &o))))
+        }
+        Kind::Lat => {
+            let tq = &mut qps[0];
+            let lp = lat_params(p.iterations, 1, None);
+            let (recorder, iterations, scale) = match p.op {
+                Op::Send => {
+                    let pp = pp_params(spec, size as usize, max, p.iterations, peer, timeout);
+                    let side = if initiator {
+                        Side::Initiator
+                    } else {
+                        Side::Responder
+                    };
+                    let o = pingpong::run(tq, side, remotes[0].qpn, remotes[0].qkey, &pp, &STOP)?;
+                    (o.latency, o.round_trips, 2.0)
+                }
+                Op::Write => {
+                    let role = if initiator {
+                        LatRole::Initiator
+                    } else {
+                        LatRole::Responder
+                    };
+                    let mem = mems[0].ok_or_else(|| anyhow!("the peer exposed no buffer"))?;
+                    let o = lat::run_write(tq, role, mem, max, &lp, &STOP)?;
+                    (o.latency, o.iterations, 2.0)
+                }
+                Op::Read if initiator => {
+                    let mem = mems[0].ok_or_else(|| anyhow!("the peer exposed no buffer"))?;
+                    let o = lat::run_serial(tq, mem, &lp, &STOP)?;
+                    (o.latency, o.iterations, 1.0)
+                }
+                Op::Read => return Ok(None),
+            };
+            if !initiator {
+                return Ok(None);
+            }
+            Ok(Some(RoundOutcome::Lat(
+                LatResult {
+                    size,
+                    iterations,
+                    latency: recorder.stats(scale),
+                    bw_avg_gbps: None,
+                    verified: None,
+                    transfers_checked: None,
+                    mismatch: None,
+                    histogram: recorder.buckets(20, scale),
+                    cpu_s: None,
+                    peer_cpu_s: None,
+                },
+                recorder,
+            )))
+        }
+        Kind::Verify => {
+            if !initiator {
+                return Ok(None);
+            }
+            let batch = round
+                .batch
+                .ok_or_else(|| anyhow!("a diagnostic round without its transfers"))?;
+            let tq = &mut qps[0];
+            let mem = mems[0].ok_or_else(|| anyhow!("the peer exposed no buffer"))?;
+            let drop = verify::drop_for_test()
+                .filter(|d| (batch.first..batch.first + batch.count).contains(d))
+                .map(|d| d - batch.first);
+            let lp = lat_params(Some(batch.count), batch.count, drop);
+            let o = lat::run_serial(tq, mem, &lp, &STOP)?;
+            let bytes = o.iterations as f64 * size as f64;
+            let mut r = LatResult {
+                size,
+                iterations: o.iterations,
+                latency: o.latency.stats(1.0),
+                bw_avg_gbps: Some(gbps(bytes / o.elapsed.as_secs_f64().max(1e-9))),
+                verified: None,
+                transfers_checked: None,
+                mismatch: None,
+                histogram: Vec::new(),
+                cpu_s: None,
+                peer_cpu_s: None,
+            };
+            if p.op == Op::Read {
+                let span = batch.count as usize * size as usize;
+                let buf = &tq.mr.as_slice()[..span];
+                r.mismatch = verify::verify_slots(buf, size, batch.first, batch.count);
+                r.verified = Some(r.mismatch.is_none());
+                r.transfers_checked = Some(batch.count);
+            }
+            Ok(Some(RoundOutcome::Lat(r, o.latency)))
+        }
+    }
+}
+
+/// Before a round: clear what the peer's writes will land on (latency WRITE spins on it) and
+/// lay out the data a diagnostic moves: the writer's slots hold each transfer's own pattern,
+/// the reader's are zeroed, so a transfer that never arrives leaves nothing that could pass.
+/// Runs before the peer is told to start.
+pub(super) fn prepare_round(
+    qps: &mut [TestQp],
+    kind: Kind,
+    p: &PerfSpec,
+    round: RoundPlan,
+    server: bool,
+) {
+    let max = max_size(p);
+    let size = round.size;
+    let buf = qps[0].mr.as_mut_slice();
+    match (kind, p.op, round.batch) {
+        (Kind::Lat, Op::Write, _) => buf[max..2 * max].fill(0),
+        (Kind::Verify, op, Some(b)) => {
+            let span = (b.count as usize * size as usize).min(buf.len());
+            // The source: the server's buffer for READ, the client's for WRITE.
+            if (op == Op::Read) == server {
+                verify::fill_slots(&mut buf[..span], size, b.first, b.count);
+            } else {
+                buf[..span].fill(0);
+            }
+        }
+        _ => {}
+    }
+}
