@@ -204,7 +204,7 @@ pub struct PortsArgs {
     pub output: OutputArgs,
 }
 
-/// The transport of the test QPs (the command line's spelling of [`control::Transport`]).
+/// The transport of the test QPs (the command line's spelling of [`control::QpType`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 #[value(rename_all = "UPPER")]
 pub enum Transport {
@@ -216,12 +216,12 @@ pub enum Transport {
     Ud,
 }
 
-impl From<Transport> for control::Transport {
+impl From<Transport> for control::QpType {
     fn from(t: Transport) -> Self {
         match t {
-            Transport::Rc => control::Transport::Rc,
-            Transport::Uc => control::Transport::Uc,
-            Transport::Ud => control::Transport::Ud,
+            Transport::Rc => control::QpType::Rc,
+            Transport::Uc => control::QpType::Uc,
+            Transport::Ud => control::QpType::Ud,
         }
     }
 }

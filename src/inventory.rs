@@ -3,8 +3,8 @@
 use crate::exit::UsageError;
 use crate::sysfs;
 use crate::verbs::{
-    self, Context, Device, DeviceLimits, DeviceList, GidEntry, GidType, LinkLayer, Mtu, NodeType,
-    PhysState, PortAttr, PortState, Transport, VerbsError,
+    self, Context, Device, DeviceLimits, DeviceList, DeviceTransport, GidEntry, GidType, LinkLayer,
+    Mtu, NodeType, PhysState, PortAttr, PortState, VerbsError,
 };
 use anyhow::{Context as _, Result, anyhow, bail};
 use serde::Serialize;
@@ -19,7 +19,7 @@ pub struct DeviceInfo {
     pub node_guid: String,
     pub sys_image_guid: String,
     pub node_type: NodeType,
-    pub transport: Transport,
+    pub transport: DeviceTransport,
     pub fw_ver: String,
     pub hw_ver: u32,
     pub vendor_id: u32,

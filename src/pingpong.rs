@@ -1,6 +1,6 @@
 //! The ping-pong engine: SEND/RECV round trips over a connected test QP. It never prints.
 
-use crate::connect::control::Transport;
+use crate::connect::control::QpType;
 use crate::connect::test_qp::{GRH_BYTES, TestQp};
 use crate::stats::LatencyRecorder;
 use crate::verbs::{Completion, CompletionQueue, SendOp, SendRequest, UdDest};
@@ -52,8 +52,8 @@ pub struct PingpongOutcome {
 }
 
 /// Bytes of one receive slot.
-fn slot_len(transport: Transport, size: usize) -> usize {
-    size + if transport == Transport::Ud {
+fn slot_len(transport: QpType, size: usize) -> usize {
+    size + if transport == QpType::Ud {
         GRH_BYTES
     } else {
         0
@@ -63,7 +63,7 @@ fn slot_len(transport: Transport, size: usize) -> usize {
 /// Size of the registered buffer: a send area of `size`, then one receive area (at offset
 /// `size`) that every posted receive shares, as ibv_rc_pingpong does: the data is not
 /// inspected, and one small buffer keeps the memory touched per round trip to a few pages.
-pub fn buffer_len(transport: Transport, size: usize, _rx_depth: u32) -> usize {
+pub fn buffer_len(transport: QpType, size: usize, _rx_depth: u32) -> usize {
     size + slot_len(transport, size)
 }
 
@@ -186,7 +186,7 @@ fn send_reply(
     let (remote_qpn, remote_qkey) = remote;
     let inline = p.size <= p.inline_max.min(tq.qp.caps().max_inline_data as usize) && p.size > 0;
     let ud = match (&tq.ah, tq.transport) {
-        (Some(ah), Transport::Ud) => Some(UdDest {
+        (Some(ah), QpType::Ud) => Some(UdDest {
             ah,
             qpn: remote_qpn,
             qkey: remote_qkey,
@@ -357,7 +357,7 @@ mod tests {
 
     #[test]
     fn buffer_layout_has_room_for_grh_on_ud() {
-        assert_eq!(buffer_len(Transport::Rc, 4096, 500), 2 * 4096);
-        assert_eq!(buffer_len(Transport::Ud, 2048, 500), 2048 + 2048 + 40);
+        assert_eq!(buffer_len(QpType::Rc, 4096, 500), 2 * 4096);
+        assert_eq!(buffer_len(QpType::Ud, 2048, 500), 2048 + 2048 + 40);
     }
 }

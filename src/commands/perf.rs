@@ -2,7 +2,7 @@
 
 use super::session_options;
 use crate::cli::{BwArgs, LatArgs, PerfCommon, XferArgs};
-use crate::connect::control::{PerfSpec, TestSpec, Transport};
+use crate::connect::control::{PerfSpec, QpType, TestSpec};
 use crate::exit::{self, DataMismatch};
 use crate::perf::Op;
 use crate::report::perf::PerfReport;
@@ -148,7 +148,7 @@ pub fn run_xfer(args: &XferArgs, op: Op) -> Result<u8> {
     let (opts, role) = session_options(&args.connect)?;
     let spec = TestSpec {
         test: op.to_string(),
-        transport: Transport::Rc,
+        transport: QpType::Rc,
         size: args.size,
         iterations: args.iterations,
         rx_depth: 0,

@@ -16,31 +16,14 @@ pub const MAX_FRAME: usize = 64 * 1024;
 /// Default TCP port, the same as perftest and ibv_rc_pingpong.
 pub const DEFAULT_PORT: u16 = 18515;
 
-/// Transport service of the test's QPs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "UPPERCASE")]
-pub enum Transport {
-    Rc,
-    Uc,
-    Ud,
-}
-
-impl std::fmt::Display for Transport {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Transport::Rc => "RC",
-            Transport::Uc => "UC",
-            Transport::Ud => "UD",
-        })
-    }
-}
+pub use crate::verbs::QpType;
 
 /// Everything the server needs to run a test: the client sends it, the server needs no flags.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TestSpec {
     /// Which test: "pingpong" for now.
     pub test: String,
-    pub transport: Transport,
+    pub transport: QpType,
     pub size: u32,
     pub iterations: u64,
     pub rx_depth: u32,
@@ -59,7 +42,7 @@ impl TestSpec {
     /// The one rule for which operation, transport and connection method go together, used by
     /// the command line (a usage error) and by a server (a refusal). The reason names the flag.
     pub fn check_combination(&self) -> Result<(), String> {
-        if self.cm && self.transport != Transport::Rc {
+        if self.cm && self.transport != QpType::Rc {
             return Err(format!(
                 "rdma_cm (--cm) connects RC queue pairs only, not {}: use -c RC",
                 self.transport
@@ -68,7 +51,7 @@ impl TestSpec {
         let Some(p) = &self.perf else {
             return Ok(());
         };
-        if p.op != Op::Send && self.transport == Transport::Ud {
+        if p.op != Op::Send && self.transport == QpType::Ud {
             return Err(format!(
                 "RDMA {} (--op {}) needs a connected transport: use -c RC or -c UC (UD \
                  carries SEND only)",
@@ -76,7 +59,7 @@ impl TestSpec {
                 p.op
             ));
         }
-        if p.op == Op::Read && self.transport == Transport::Uc {
+        if p.op == Op::Read && self.transport == QpType::Uc {
             return Err("RDMA READ (--op read) needs -c RC (UC has no RDMA READ)".into());
         }
         if matches!(self.test.as_str(), "write" | "read") && p.op == Op::Send {
@@ -562,7 +545,7 @@ mod tests {
     fn spec() -> TestSpec {
         TestSpec {
             test: "pingpong".into(),
-            transport: Transport::Rc,
+            transport: QpType::Rc,
             size: 4096,
             iterations: 1000,
             rx_depth: 500,

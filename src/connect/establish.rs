@@ -1,7 +1,7 @@
 //! One way to bring up a test's QPs on both ends: the control channel's endpoint exchange, or
 //! rdma_cm with the endpoints exchanged after it, returning the connected QPs and their peers.
 
-use super::control::{ControlChannel, Message, TestSpec, Transport};
+use super::control::{ControlChannel, Message, QpType, TestSpec};
 use super::endpoint::{Endpoint, LocalPort, PortChoice, choose_port, cm_address, local_port_on};
 use super::test_qp::TestQp;
 use crate::verbs::{CmConnParams, CmId, CmListener};
@@ -211,7 +211,7 @@ pub fn server(ch: &mut ControlChannel, plan: &Plan, client_eps: &[Endpoint]) -> 
 /// Server over rdma_cm: listen on the RDMA address, accept one connection per client QP, then
 /// exchange the real endpoints (the client's first).
 fn cm_server(ch: &mut ControlChannel, plan: &Plan) -> Result<Connected> {
-    if plan.spec.transport != Transport::Rc {
+    if plan.spec.transport != QpType::Rc {
         return Err(ch.refuse(format!(
             "rdma_cm connects RC queue pairs only (asked for {})",
             plan.spec.transport

@@ -1,6 +1,5 @@
 //! A test's verbs resources on one side (PD, CQ, QP, buffer) and connecting them to the peer.
 
-use super::control::Transport;
 use super::endpoint::{Endpoint, LocalPort, RemoteMemory, path_mtu};
 use crate::verbs::{
     Access, AddressHandle, CompletionChannel, CompletionQueue, GlobalRoute, LinkLayer,
@@ -18,7 +17,7 @@ pub const GRH_BYTES: usize = 40;
 /// How to size a test's queues and buffer.
 #[derive(Debug, Clone, Copy)]
 pub struct QpShape {
-    pub transport: Transport,
+    pub transport: QpType,
     pub send_depth: u32,
     pub recv_depth: u32,
     pub buffer_len: usize,
@@ -39,7 +38,7 @@ pub struct TestQp {
     pub pd: Arc<ProtectionDomain>,
     pub local: LocalPort,
     pub psn: u32,
-    pub transport: Transport,
+    pub transport: QpType,
     pub path_mtu: Option<Mtu>,
     pub rd_atomic: u8,
 }
@@ -68,11 +67,7 @@ impl TestQp {
             shape.send_depth + shape.recv_depth + 1,
             channel.as_ref(),
         )?;
-        let qp_type = match shape.transport {
-            Transport::Rc => QpType::Rc,
-            Transport::Uc => QpType::Uc,
-            Transport::Ud => QpType::Ud,
-        };
+        let qp_type = shape.transport;
         let caps = QpCaps {
             max_send_wr: shape.send_depth.max(1),
             max_recv_wr: shape.recv_depth.max(1),
@@ -180,7 +175,7 @@ impl TestQp {
                 max_rd_atomic: self.rd_atomic,
             })
             .with_context(|| who.clone())?;
-        if self.transport == Transport::Ud {
+        if self.transport == QpType::Ud {
             self.ah = Some(AddressHandle::new(&self.pd, path).with_context(|| who.clone())?);
         }
         self.path_mtu = Some(mtu);

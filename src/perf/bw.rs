@@ -3,7 +3,7 @@
 //! the timed loop.
 
 use super::{Op, Progress};
-use crate::connect::control::Transport;
+use crate::connect::control::QpType;
 use crate::connect::endpoint::RemoteMemory;
 use crate::connect::test_qp::TestQp;
 use crate::verbs::{Completion, SendList, SendOp, SendRequest, UdDest};
@@ -243,8 +243,8 @@ pub fn run(
         let op = op_for(p.op, remotes.get(i).copied().flatten(), p.size)?;
         // UD sends need the peer's address handle, QPN and Q_Key in every request.
         let ud = match (tq.transport, &tq.ah, dests.get(i)) {
-            (Transport::Ud, Some(ah), Some(&(qpn, qkey))) => Some(UdDest { ah, qpn, qkey }),
-            (Transport::Ud, _, _) if p.send => {
+            (QpType::Ud, Some(ah), Some(&(qpn, qkey))) => Some(UdDest { ah, qpn, qkey }),
+            (QpType::Ud, _, _) if p.send => {
                 bail!("UD QP {i} has no address handle for its peer")
             }
             _ => None,
@@ -368,7 +368,7 @@ pub fn run(
                 (last_activity, active) = (now, false);
             }
             progress.set(messages, messages * p.size as u64);
-            let lossy = qps.iter().any(|q| q.transport != Transport::Rc);
+            let lossy = qps.iter().any(|q| q.transport != QpType::Rc);
             let quiet = now - last_activity;
             if lossy && !p.send && received > 0 && quiet > p.timeout.min(Duration::from_secs(2)) {
                 // UC/UD may drop messages, the stop mark included: report what arrived.
@@ -445,10 +445,10 @@ pub fn effective_cq_mod(
     requested: u32,
     explicit: bool,
     size: usize,
-    transport: Transport,
+    transport: QpType,
     tx_depth: u32,
 ) -> u32 {
-    let m = if !explicit && size > CQ_MOD_SIZE_LIMIT && transport != Transport::Ud {
+    let m = if !explicit && size > CQ_MOD_SIZE_LIMIT && transport != QpType::Ud {
         1
     } else {
         requested
@@ -471,17 +471,11 @@ mod tests {
 
     #[test]
     fn large_messages_get_a_completion_each_unless_asked() {
-        assert_eq!(effective_cq_mod(100, false, 8192, Transport::Rc, 128), 100);
-        assert_eq!(effective_cq_mod(100, false, 8193, Transport::Rc, 128), 1);
-        assert_eq!(
-            effective_cq_mod(100, true, 1 << 23, Transport::Rc, 128),
-            100
-        );
-        assert_eq!(
-            effective_cq_mod(100, false, 1 << 20, Transport::Ud, 128),
-            100
-        );
-        assert_eq!(effective_cq_mod(100, false, 64, Transport::Rc, 16), 16);
+        assert_eq!(effective_cq_mod(100, false, 8192, QpType::Rc, 128), 100);
+        assert_eq!(effective_cq_mod(100, false, 8193, QpType::Rc, 128), 1);
+        assert_eq!(effective_cq_mod(100, true, 1 << 23, QpType::Rc, 128), 100);
+        assert_eq!(effective_cq_mod(100, false, 1 << 20, QpType::Ud, 128), 100);
+        assert_eq!(effective_cq_mod(100, false, 64, QpType::Rc, 16), 16);
     }
 
     #[test]

@@ -212,7 +212,7 @@ pub fn ports_text(r: &PortsReport, style: Style) -> String {
 mod tests {
     use super::*;
     use crate::inventory::{GidInfo, PortsReport};
-    use crate::verbs::{GidType, LinkLayer, Mtu, NodeType, PhysState, PortState, Transport};
+    use crate::verbs::{DeviceTransport, GidType, LinkLayer, Mtu, NodeType, PhysState, PortState};
 
     fn port() -> PortInfo {
         PortInfo {
@@ -297,7 +297,7 @@ mod tests {
             node_guid: "0c42:a103:0065:d4a6".into(),
             sys_image_guid: "0c42:a103:0065:d4a6".into(),
             node_type: NodeType::Ca,
-            transport: Transport::InfiniBand,
+            transport: DeviceTransport::InfiniBand,
             fw_ver: "20.31.1014".into(),
             hw_ver: 0,
             vendor_id: 0x02c9,

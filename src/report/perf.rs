@@ -1,7 +1,7 @@
 //! The results of bw, lat, write and read runs, and how they read.
 
 use super::{Style, endpoint_text, finish};
-use crate::connect::control::Transport;
+use crate::connect::control::QpType;
 pub use crate::connect::control::{BwFigures, Mismatch};
 use crate::connect::endpoint::Endpoint;
 use crate::perf::{LatTiming, Op};
@@ -154,7 +154,7 @@ pub struct TcpResult {
 pub struct PerfReport {
     pub test: String,
     pub op: Op,
-    pub transport: Transport,
+    pub transport: QpType,
     pub qps: u32,
     pub tx_depth: u32,
     /// Requested CQ moderation (bw: each size's own is in its result).

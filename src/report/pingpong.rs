@@ -1,7 +1,7 @@
 //! The result of a ping-pong run, and how it reads.
 
 use super::{Style, endpoint_text, finish};
-use crate::connect::control::{PingpongSummary, TestSpec, Transport};
+use crate::connect::control::{PingpongSummary, QpType, TestSpec};
 use crate::connect::endpoint::Endpoint;
 use crate::stats::LatencyStats;
 use comfy_table::Cell;
@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PingpongReport {
     pub test: String,
-    pub transport: Transport,
+    pub transport: QpType,
     pub size: u32,
     /// Round trips actually run.
     pub iterations: u64,

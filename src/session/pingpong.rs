@@ -2,7 +2,7 @@
 
 use super::{STOP, SessionOptions, dial, status};
 use crate::connect::compat_ibv::{self, IbvDest};
-use crate::connect::control::{ControlChannel, Message, PingpongSummary, TestSpec, Transport};
+use crate::connect::control::{ControlChannel, Message, PingpongSummary, QpType, TestSpec};
 use crate::connect::endpoint::{Endpoint, LocalPort, choose_port};
 use crate::connect::establish::{self, Plan, QpRecipe, Wire};
 use crate::connect::test_qp::{QpShape, TestQp};
@@ -67,7 +67,7 @@ fn params(spec: &TestSpec, opts: &SessionOptions, peer: &str) -> PingpongParams 
 
 fn check_ud_size(tq: &TestQp, spec: &TestSpec) -> Result<()> {
     let mtu = tq.path_mtu.map_or(0, |m| m.bytes());
-    if spec.transport == Transport::Ud && spec.size > mtu {
+    if spec.transport == QpType::Ud && spec.size > mtu {
         return Err(UsageError(format!(
             "UD messages must fit in one MTU: -s {} is larger than the path MTU {mtu}",
             spec.size
@@ -80,7 +80,7 @@ fn check_ud_size(tq: &TestQp, spec: &TestSpec) -> Result<()> {
 /// UD messages must fit one MTU: refuse early what the local port alone rules out.
 fn precheck_ud_size(local: &LocalPort, spec: &TestSpec) -> Result<()> {
     let limit = spec.mtu.unwrap_or(u32::MAX).min(local.active_mtu().bytes());
-    if spec.transport == Transport::Ud && spec.size > limit {
+    if spec.transport == QpType::Ud && spec.size > limit {
         return Err(UsageError(format!(
             "UD messages must fit in one MTU: -s {} is larger than {limit}",
             spec.size

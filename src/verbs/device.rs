@@ -2,7 +2,9 @@
 
 use super::error::VerbsError;
 use super::gid::{Gid, GidEntry};
-use super::types::{AtomicCap, GidType, LinkLayer, Mtu, NodeType, PhysState, PortState, Transport};
+use super::types::{
+    AtomicCap, DeviceTransport, GidType, LinkLayer, Mtu, NodeType, PhysState, PortState,
+};
 use rdma_sys::*;
 use serde::Serialize;
 use std::any::Any;
@@ -91,9 +93,9 @@ impl Device<'_> {
         NodeType::from_raw(unsafe { (*self.raw).node_type })
     }
 
-    pub fn transport(&self) -> Transport {
+    pub fn transport(&self) -> DeviceTransport {
         // SAFETY: `raw` is a live device; reading a plain field.
-        Transport::from_raw(unsafe { (*self.raw).transport_type })
+        DeviceTransport::from_raw(unsafe { (*self.raw).transport_type })
     }
 
     /// Open the device. The context keeps the device alive on its own, so the list may go.

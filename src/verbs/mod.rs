@@ -31,6 +31,6 @@ pub use qp::{
     UdDest,
 };
 pub use types::{
-    AtomicCap, GidType, LinkLayer, Mtu, NodeType, PhysState, PortState, Transport, speed_per_lane,
-    width_lanes,
+    AtomicCap, DeviceTransport, GidType, LinkLayer, Mtu, NodeType, PhysState, PortState,
+    speed_per_lane, width_lanes,
 };

@@ -11,12 +11,23 @@ use std::mem;
 use std::ops::Range;
 use std::sync::Arc;
 
-/// Transport service of a QP.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Transport service of a QP: also what a test asks for (`-c RC|UC|UD`, `"transport"` in JSON).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
 pub enum QpType {
     Rc,
     Uc,
     Ud,
+}
+
+impl std::fmt::Display for QpType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            QpType::Rc => "RC",
+            QpType::Uc => "UC",
+            QpType::Ud => "UD",
+        })
+    }
 }
 
 impl QpType {

@@ -227,7 +227,7 @@ impl fmt::Display for NodeType {
 
 /// Transport of a device (`enum ibv_transport_type`), spelled as ibv_devinfo does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum Transport {
+pub enum DeviceTransport {
     InfiniBand,
     #[serde(rename = "iWARP")]
     Iwarp,
@@ -241,7 +241,7 @@ pub enum Transport {
     Unknown(i32),
 }
 
-impl Transport {
+impl DeviceTransport {
     pub fn from_raw(v: i32) -> Self {
         match v {
             0 => Self::InfiniBand,
@@ -254,7 +254,7 @@ impl Transport {
     }
 }
 
-impl fmt::Display for Transport {
+impl fmt::Display for DeviceTransport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::InfiniBand => f.write_str("InfiniBand"),

@@ -106,10 +106,10 @@ fn gbps(bytes_per_sec: f64) -> f64 {
 mod tests {
     use super::qps::shape;
     use super::*;
-    use crate::connect::control::{LatTiming, Transport};
+    use crate::connect::control::{LatTiming, QpType};
     use crate::verbs::Access;
 
-    fn spec(test: &str, op: Op, transport: Transport) -> TestSpec {
+    fn spec(test: &str, op: Op, transport: QpType) -> TestSpec {
         TestSpec {
             test: test.into(),
             transport,
@@ -141,42 +141,42 @@ mod tests {
 
     #[test]
     fn invalid_combinations_are_refused() {
-        assert!(validate(&spec("bw", Op::Write, Transport::Rc)).is_ok());
-        assert!(validate(&spec("bw", Op::Send, Transport::Ud)).is_ok());
-        let e = validate(&spec("bw", Op::Read, Transport::Ud)).unwrap_err();
+        assert!(validate(&spec("bw", Op::Write, QpType::Rc)).is_ok());
+        assert!(validate(&spec("bw", Op::Send, QpType::Ud)).is_ok());
+        let e = validate(&spec("bw", Op::Read, QpType::Ud)).unwrap_err();
         assert!(e.contains("UD"), "{e}");
-        assert!(validate(&spec("lat", Op::Read, Transport::Uc)).is_err());
-        assert!(validate(&spec("write", Op::Send, Transport::Rc)).is_err());
-        assert!(validate(&spec("nope", Op::Send, Transport::Rc)).is_err());
-        let mut s = spec("bw", Op::Write, Transport::Uc);
+        assert!(validate(&spec("lat", Op::Read, QpType::Uc)).is_err());
+        assert!(validate(&spec("write", Op::Send, QpType::Rc)).is_err());
+        assert!(validate(&spec("nope", Op::Send, QpType::Rc)).is_err());
+        let mut s = spec("bw", Op::Write, QpType::Uc);
         s.cm = true;
         assert!(validate(&s).unwrap_err().contains("RC"));
-        let mut s = spec("bw", Op::Write, Transport::Rc);
+        let mut s = spec("bw", Op::Write, QpType::Rc);
         s.perf.as_mut().unwrap().sizes = vec![0];
         assert!(validate(&s).is_err());
         s.perf.as_mut().unwrap().sizes = vec![MAX_SIZE + 1];
         assert!(validate(&s).is_err());
-        let mut s = spec("bw", Op::Write, Transport::Rc);
+        let mut s = spec("bw", Op::Write, QpType::Rc);
         s.perf.as_mut().unwrap().qps = 1_000_000;
         assert!(validate(&s).unwrap_err().contains("QPs"));
-        let mut s = spec("bw", Op::Write, Transport::Rc);
+        let mut s = spec("bw", Op::Write, QpType::Rc);
         s.perf.as_mut().unwrap().iterations = None;
         assert!(validate(&s).is_err(), "neither iterations nor duration");
     }
 
     #[test]
     fn least_privilege_access() {
-        let s = spec("bw", Op::Write, Transport::Rc);
+        let s = spec("bw", Op::Write, QpType::Rc);
         let p = s.perf.clone().unwrap();
         let server = shape(&s, Kind::Bw, &p, true, 256).access;
         let client = shape(&s, Kind::Bw, &p, false, 256).access;
         assert!(server.contains(Access::REMOTE_WRITE) && !server.contains(Access::REMOTE_READ));
         assert!(!client.contains(Access::REMOTE_WRITE) && !client.contains(Access::REMOTE_READ));
-        let s = spec("bw", Op::Read, Transport::Rc);
+        let s = spec("bw", Op::Read, QpType::Rc);
         let p = s.perf.clone().unwrap();
         let server = shape(&s, Kind::Bw, &p, true, 256).access;
         assert!(server.contains(Access::REMOTE_READ) && !server.contains(Access::REMOTE_WRITE));
-        let s = spec("bw", Op::Send, Transport::Rc);
+        let s = spec("bw", Op::Send, QpType::Rc);
         let p = s.perf.clone().unwrap();
         let server = shape(&s, Kind::Bw, &p, true, 256).access;
         assert_eq!(server, Access::LOCAL_WRITE);

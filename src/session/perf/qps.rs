@@ -2,7 +2,7 @@
 //! and what must be posted before the peer may send.
 
 use super::{Kind, RX_DEPTH, max_size, verify_slots};
-use crate::connect::control::{Op, PerfSpec, TestSpec, Transport};
+use crate::connect::control::{Op, PerfSpec, QpType, TestSpec};
 use crate::connect::endpoint::LocalPort;
 use crate::connect::establish::QpRecipe;
 use crate::connect::test_qp::{GRH_BYTES, QpShape, TestQp};
@@ -82,7 +82,7 @@ fn slots_len(p: &PerfSpec, max: usize) -> usize {
 
 /// Length of the shared receive area of a SEND bandwidth test (UD prepends a 40-byte GRH).
 pub(super) fn recv_len(spec: &TestSpec, max: usize) -> usize {
-    max + if spec.transport == Transport::Ud {
+    max + if spec.transport == QpType::Ud {
         GRH_BYTES
     } else {
         0
@@ -136,7 +136,7 @@ impl PerfQps<'_> {
 impl QpRecipe for PerfQps<'_> {
     fn make(&self, local: &LocalPort) -> Result<TestQp> {
         let (spec, p) = (self.spec, self.p);
-        if self.client && spec.transport == Transport::Ud {
+        if self.client && spec.transport == QpType::Ud {
             let mtu = local.active_mtu().bytes();
             if max_size(p) > mtu as usize {
                 return Err(UsageError(format!(
