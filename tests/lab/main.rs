@@ -4,6 +4,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod api;
 mod cm;
 mod faults;
 mod inventory;
