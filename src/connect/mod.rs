@@ -6,4 +6,5 @@ pub mod control;
 pub mod endpoint;
 pub mod establish;
 pub mod heartbeat;
+pub mod protocol;
 pub mod test_qp;

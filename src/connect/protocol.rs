@@ -1,0 +1,323 @@
+//! The control protocol's vocabulary: what a client asks for (TestSpec, PerfSpec), the messages
+//! both ends exchange, and the typed summaries they carry. Framing and deadlines are in
+//! control.rs.
+
+use super::endpoint::Endpoint;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+pub use crate::verbs::QpType;
+
+/// Everything the server needs to run a test: the client sends it, the server needs no flags.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TestSpec {
+    /// Which test: "pingpong" for now.
+    pub test: String,
+    pub transport: QpType,
+    pub size: u32,
+    pub iterations: u64,
+    pub rx_depth: u32,
+    /// Sleep on completion events instead of busy polling.
+    pub events: bool,
+    /// Path MTU forced by the client, bytes.
+    pub mtu: Option<u32>,
+    /// Connect the QPs through rdma_cm.
+    pub cm: bool,
+    /// The parameters of bw, lat, write and read tests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub perf: Option<PerfSpec>,
+}
+
+impl TestSpec {
+    /// The one rule for which operation, transport and connection method go together, used by
+    /// the command line (a usage error) and by a server (a refusal). The reason names the flag.
+    pub fn check_combination(&self) -> Result<(), String> {
+        if self.cm && self.transport != QpType::Rc {
+            return Err(format!(
+                "rdma_cm (--cm) connects RC queue pairs only, not {}: use -c RC",
+                self.transport
+            ));
+        }
+        let Some(p) = &self.perf else {
+            return Ok(());
+        };
+        if p.op != Op::Send && self.transport == QpType::Ud {
+            return Err(format!(
+                "RDMA {} (--op {}) needs a connected transport: use -c RC or -c UC (UD \
+                 carries SEND only)",
+                p.op.to_string().to_uppercase(),
+                p.op
+            ));
+        }
+        if p.op == Op::Read && self.transport == QpType::Uc {
+            return Err("RDMA READ (--op read) needs -c RC (UC has no RDMA READ)".into());
+        }
+        if matches!(self.test.as_str(), "write" | "read") && p.op == Op::Send {
+            return Err("the data diagnostics run RDMA WRITE or READ, not SEND".into());
+        }
+        Ok(())
+    }
+}
+
+/// What a bw/lat/write/read test runs (sent by the client; the server needs no flags).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PerfSpec {
+    pub op: Op,
+    /// One round per size, in order.
+    pub sizes: Vec<u32>,
+    /// Operations per QP and size; None in duration mode.
+    pub iterations: Option<u64>,
+    pub duration_ms: Option<u64>,
+    pub qps: u32,
+    pub tx_depth: u32,
+    pub cq_mod: u32,
+    /// The user asked for `cq_mod` (-Q): it then applies to large messages too.
+    #[serde(default)]
+    pub cq_mod_explicit: bool,
+    pub post_list: u32,
+    /// RDMA READs in flight per QP (-o); None: the device's maximum.
+    #[serde(default)]
+    pub outstanding: Option<u32>,
+    /// How latency samples are taken (`lat --timing`).
+    #[serde(default)]
+    pub timing: LatTiming,
+    /// Send messages up to this size inline.
+    pub inline: u32,
+    /// The user asked for `inline` (-I): more than the device allows is then an error, not a cap.
+    #[serde(default)]
+    pub inline_explicit: bool,
+    pub bidirectional: bool,
+    /// After the RDMA rounds, run the same sizes over a plain TCP connection.
+    #[serde(default)]
+    pub vs_tcp: bool,
+}
+
+impl PerfSpec {
+    /// One QP, one request in flight, nothing inline: the shape of the latency tests and of the
+    /// WRITE/READ diagnostics, which bandwidth tests widen. `duration` replaces `iterations`.
+    pub fn one_at_a_time(
+        op: Op,
+        sizes: Vec<u32>,
+        iterations: u64,
+        duration: Option<Duration>,
+    ) -> PerfSpec {
+        PerfSpec {
+            op,
+            sizes,
+            iterations: duration.is_none().then_some(iterations),
+            duration_ms: duration.map(|d| d.as_millis().max(1) as u64),
+            qps: 1,
+            tx_depth: 1,
+            cq_mod: 1,
+            cq_mod_explicit: false,
+            post_list: 1,
+            outstanding: None,
+            timing: LatTiming::default(),
+            inline: 0,
+            inline_explicit: false,
+            bidirectional: false,
+            vs_tcp: false,
+        }
+    }
+}
+
+/// The RDMA operation a test measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Op {
+    Send,
+    Write,
+    Read,
+}
+
+impl std::fmt::Display for Op {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Op::Send => "send",
+            Op::Write => "write",
+            Op::Read => "read",
+        })
+    }
+}
+
+/// How a latency test takes its samples.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LatTiming {
+    /// As perftest's ib_*_lat: every operation is signalled and its completion is polled
+    /// inside the sample.
+    #[default]
+    Perftest,
+    /// A completion every 16th operation, reaped outside the samples: the wire and the peer,
+    /// less this side's completion handling.
+    Lean,
+}
+
+impl LatTiming {
+    /// Signal (and wait for) every this many operations.
+    pub fn signal_every(self) -> u64 {
+        match self {
+            LatTiming::Perftest => 1,
+            LatTiming::Lean => 16,
+        }
+    }
+
+    /// The policy in words, for reports.
+    pub fn describe(self) -> &'static str {
+        match self {
+            LatTiming::Perftest => "every operation signalled, its completion polled in the sample",
+            LatTiming::Lean => "a completion every 16th operation, reaped outside the samples",
+        }
+    }
+}
+
+impl std::fmt::Display for LatTiming {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            LatTiming::Perftest => "perftest",
+            LatTiming::Lean => "lean",
+        })
+    }
+}
+
+/// One direction's bandwidth figures, as one side's engine measured them.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct BwFigures {
+    pub iterations: u64,
+    pub bw_peak_gbps: f64,
+    pub bw_avg_gbps: f64,
+    pub msg_rate_mpps: f64,
+    pub elapsed_s: f64,
+}
+
+/// The first transfer of a WRITE/READ diagnostic that did not arrive as sent: its first wrong
+/// byte, and how many bytes of that transfer are wrong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mismatch {
+    /// Which transfer (1-based) did not arrive as sent.
+    #[serde(default)]
+    pub transfer: u64,
+    pub offset: u64,
+    pub expected: u8,
+    pub actual: u8,
+    pub bad_bytes: u64,
+}
+
+impl std::fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "transfer {} did not arrive as sent: at offset {} expected 0x{:02x}, found 0x{:02x} \
+             ({} bad byte{})",
+            self.transfer,
+            self.offset,
+            self.expected,
+            self.actual,
+            self.bad_bytes,
+            if self.bad_bytes == 1 { "" } else { "s" }
+        )
+    }
+}
+
+/// What the verifying side found in one diagnostic round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Verification {
+    /// Every byte of every transfer of the round arrived as sent.
+    pub verified: bool,
+    /// Transfers checked byte by byte.
+    pub checked: u64,
+    pub mismatch: Option<Mismatch>,
+}
+
+/// One side's account of a round, exchanged after it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RoundSummary {
+    /// CPU time this side's test thread spent in the round.
+    #[serde(default)]
+    pub cpu_s: Option<f64>,
+    /// Bandwidth rounds: what this side's engine measured (what it sent, or what it received).
+    #[serde(default)]
+    pub bw: Option<BwFigures>,
+    /// WRITE diagnostics: the server's check of the round's slots.
+    #[serde(default)]
+    pub verification: Option<Verification>,
+}
+
+/// The client's ping-pong measurement, told to the server at the end so both print it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PingpongSummary {
+    pub round_trips: u64,
+    pub elapsed_s: f64,
+    pub latency: crate::stats::LatencyStats,
+}
+
+/// A WRITE/READ diagnostic round: transfers `first..first + count` of the run, transfer
+/// `first + j` in slot j of both buffers, each with its own pattern.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Batch {
+    pub first: u64,
+    pub count: u64,
+}
+
+/// One control message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Message {
+    /// The sender's software version, e.g. "rdmadiag 0.1.0 (abc123)".
+    Hello { software: String },
+    /// Client → server: run this test against my endpoint.
+    Request { spec: TestSpec, endpoint: Endpoint },
+    /// Server → client: here is my endpoint, ready for traffic.
+    Accept { endpoint: Endpoint },
+    /// Server → client: I will not run this test, and why.
+    Refuse { reason: String },
+    /// Either side: the run is over; its summary, if any.
+    Finished { summary: Option<PingpongSummary> },
+    /// Either side: something failed; the peer should stop.
+    Error { message: String },
+    /// Client → server: a bw/lat/write/read test over these QPs.
+    PerfRequest {
+        spec: TestSpec,
+        endpoints: Vec<Endpoint>,
+    },
+    /// Server → client: my QPs (one per client QP), connected and ready.
+    PerfAccept { endpoints: Vec<Endpoint> },
+    /// Client → server: run the next round, with messages of `size` bytes.
+    Round {
+        size: u32,
+        /// WRITE/READ diagnostics: which transfers this round moves (each to its own slot).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        batch: Option<Batch>,
+    },
+    /// Server → client: ready for the round.
+    RoundReady,
+    /// Either side: the round is over; what this side measured.
+    RoundDone { summary: RoundSummary },
+    /// Client → server during a round: still alive (one-sided tests leave the server idle).
+    Progress,
+    /// Client → server: the same size over TCP now (`--vs-tcp`).
+    TcpRound { size: u32 },
+    /// Server → client: connect to this TCP port for the round.
+    TcpReady { port: u16 },
+}
+
+impl Message {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Message::Hello { .. } => "hello",
+            Message::Request { .. } => "request",
+            Message::Accept { .. } => "accept",
+            Message::Refuse { .. } => "refuse",
+            Message::Finished { .. } => "finished",
+            Message::Error { .. } => "error",
+            Message::PerfRequest { .. } => "perf request",
+            Message::PerfAccept { .. } => "perf accept",
+            Message::Round { .. } => "round",
+            Message::RoundReady => "round ready",
+            Message::RoundDone { .. } => "round done",
+            Message::Progress => "progress",
+            Message::TcpRound { .. } => "tcp round",
+            Message::TcpReady { .. } => "tcp ready",
+        }
+    }
+}
