@@ -45,6 +45,18 @@ impl Command {
     pub fn talks_to_a_peer(&self) -> bool {
         !matches!(self, Command::Devices(_) | Command::Ports(_))
     }
+
+    /// Whether the output is JSON (then a failure prints a JSON document too).
+    pub fn json(&self) -> bool {
+        match self {
+            Command::Devices(a) => a.output.json,
+            Command::Ports(a) => a.output.json,
+            Command::Pingpong(a) => a.output.json,
+            Command::Bw(a) => a.common.output.json,
+            Command::Lat(a) => a.common.output.json,
+            Command::Write(a) | Command::Read(a) => a.output.json,
+        }
+    }
 }
 
 /// Peer tools rdmadiag can speak to on their own wire protocol.

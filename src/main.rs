@@ -24,11 +24,17 @@ fn main() -> ExitCode {
     if cli.command.talks_to_a_peer() {
         install_ctrl_c();
     }
+    let json = cli.command.json();
     match commands::run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
+            let code = exit::code_for(&e);
             eprintln!("rdmadiag: {e:#}");
-            ExitCode::from(exit::code_for(&e))
+            // Data not as sent: the report, with the mismatch, is already the document.
+            if json && code != exit::DATA_MISMATCH {
+                let _ = rdmadiag::report::emit_error_json(&format!("{e:#}"), code);
+            }
+            ExitCode::from(code)
         }
     }
 }

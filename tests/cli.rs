@@ -45,7 +45,20 @@ fn no_rdma_in_kernel_is_one_line_and_exit_1() {
             line.contains("rdma link add rxe0 type rxe netdev"),
             "{line}"
         );
-        assert!(o.stdout.is_empty(), "nothing on stdout: {}", stdout(&o));
+        if cmd.contains(&"--json") {
+            // A script still gets one document: the error, in the common envelope.
+            let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+                .unwrap_or_else(|e| panic!("{cmd:?}: one JSON document ({e}): {}", stdout(&o)));
+            assert_eq!(v["error"]["exit_code"], 1, "{v}");
+            let m = v["error"]["message"].as_str().unwrap_or_default();
+            assert!(line.ends_with(m), "the same message: {m} / {line}");
+            assert!(
+                v["schema_version"].is_u64() && v["timestamp"].is_string(),
+                "{v}"
+            );
+        } else {
+            assert!(o.stdout.is_empty(), "nothing on stdout: {}", stdout(&o));
+        }
     }
     fs::remove_dir_all(root).unwrap();
 }

@@ -121,9 +121,91 @@ pub fn emit(text: &str) -> Result<()> {
     }
 }
 
-/// Write one pretty-printed JSON document and a newline.
+/// The version of the JSON documents' layout (docs/json.md); raised when a field changes
+/// meaning or goes away, not when one is added.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// What every JSON document carries first, so documents from a fleet can be aggregated.
+#[derive(Serialize)]
+struct Envelope<'a, T: Serialize> {
+    schema_version: u32,
+    rdmadiag_version: &'static str,
+    /// This host's name (the kernel's hostname).
+    host: String,
+    /// When the document was made, RFC 3339 in UTC.
+    timestamp: String,
+    #[serde(flatten)]
+    body: &'a T,
+}
+
+/// This host's name, as the kernel knows it (empty when it cannot be read).
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default()
+}
+
+fn envelope<T: Serialize>(body: &T) -> Envelope<'_, T> {
+    Envelope {
+        schema_version: SCHEMA_VERSION,
+        rdmadiag_version: crate::VERSION,
+        host: hostname(),
+        timestamp: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        body,
+    }
+}
+
+/// Write one pretty-printed JSON document (in the common envelope) and a newline.
 pub fn emit_json<T: Serialize>(value: &T) -> Result<()> {
-    let mut s = serde_json::to_string_pretty(value)?;
+    let mut s = serde_json::to_string_pretty(&envelope(value))?;
     s.push('\n');
     emit(&s)
+}
+
+/// A failure as one JSON document: `{"error": {"message", "exit_code"}}` in the envelope.
+#[derive(Serialize)]
+struct ErrorDoc<'a> {
+    error: ErrorBody<'a>,
+}
+
+#[derive(Serialize)]
+struct ErrorBody<'a> {
+    message: &'a str,
+    exit_code: u8,
+}
+
+/// With `--json`, a failure still prints one document on stdout (and its line on stderr).
+pub fn emit_error_json(message: &str, exit_code: u8) -> Result<()> {
+    emit_json(&ErrorDoc {
+        error: ErrorBody { message, exit_code },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_document_carries_the_envelope() {
+        #[derive(Serialize)]
+        struct Body {
+            answer: u32,
+        }
+        let v = serde_json::to_value(envelope(&Body { answer: 42 })).unwrap();
+        assert_eq!(v["schema_version"], SCHEMA_VERSION);
+        assert_eq!(v["rdmadiag_version"], crate::VERSION);
+        assert_eq!(v["answer"], 42);
+        let ts = v["timestamp"].as_str().unwrap();
+        assert!(humantime::parse_rfc3339(ts).is_ok(), "{ts}");
+        assert!(v["host"].is_string());
+        let e = serde_json::to_value(envelope(&ErrorDoc {
+            error: ErrorBody {
+                message: "boom",
+                exit_code: 1,
+            },
+        }))
+        .unwrap();
+        assert_eq!(e["error"]["message"], "boom");
+        assert_eq!(e["error"]["exit_code"], 1);
+    }
 }

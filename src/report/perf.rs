@@ -186,7 +186,6 @@ pub struct PerfReport {
     /// `--vs-tcp`: the same sizes over TCP between the same hosts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tcp: Vec<TcpResult>,
-    pub rdmadiag_version: String,
 }
 
 fn perf_header(r: &PerfReport) -> String {

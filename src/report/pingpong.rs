@@ -38,7 +38,6 @@ pub struct PingpongReport {
     /// Round-trip latency.
     #[serde(flatten)]
     pub latency: LatencyStats,
-    pub rdmadiag_version: String,
 }
 
 impl PingpongReport {
@@ -71,7 +70,6 @@ impl PingpongReport {
             signaling: "every send, each side waits for it every round trip".into(),
             bandwidth_mbps: (spec.size as f64 * 2.0 * m.round_trips as f64 * 8.0) / secs / 1e6,
             latency: m.latency,
-            rdmadiag_version: crate::VERSION.into(),
         }
     }
 }

@@ -90,7 +90,6 @@ pub fn client(
         bw: Vec::new(),
         lat: Vec::new(),
         tcp: Vec::new(),
-        rdmadiag_version: crate::VERSION.into(),
     };
     let cx = RoundContext {
         kind,
