@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 
 /// The first bytes each side sends: they tell an rdmadiag peer from anything else.
 pub const MAGIC: &[u8; 8] = b"RDMADIAG";
-/// The control protocol's version; peers must speak the same one.
-pub const PROTOCOL_VERSION: u32 = 1;
+/// The control protocol's version; peers must speak the same one. 2: typed round and run
+/// summaries, diagnostic batches, endpoints exchanged after rdma_cm for ping-pong too.
+pub const PROTOCOL_VERSION: u32 = 2;
 /// No control message is ever larger than this; a bigger length prefix is hostile or garbage.
 pub const MAX_FRAME: usize = 64 * 1024;
 /// Default TCP port, the same as perftest and ibv_rc_pingpong.
@@ -301,7 +302,8 @@ mod tests {
         let t1 = Duration::from_secs(5);
         let mut c = ControlChannel::new(TcpStream::connect(addr).unwrap(), t1).unwrap();
         let e = c.greet().unwrap_err().to_string();
-        assert!(e.contains("version 1") && e.contains("version 99"), "{e}");
+        let ours = format!("version {PROTOCOL_VERSION}");
+        assert!(e.contains(&ours) && e.contains("version 99"), "{e}");
         let mut c = ControlChannel::new(TcpStream::connect(addr).unwrap(), t1).unwrap();
         let e = c.greet().unwrap_err().to_string();
         assert!(e.contains("not rdmadiag") && e.contains("HTTP/1."), "{e}");

@@ -5,6 +5,7 @@
 use crate::common::*;
 use crate::require_rxe0;
 use crate::watch::{last_error_line, spawn_watched, wait_for_line};
+use rdmadiag::connect::control::PROTOCOL_VERSION;
 use serde_json::{Value, json};
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -50,7 +51,7 @@ fn read_frame(s: &mut TcpStream) -> Option<Value> {
 /// Act as an rdmadiag peer through the greeting and hello exchange (either role).
 fn greet_as_peer(s: &mut TcpStream) {
     s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    s.write_all(&greeting(1)).unwrap();
+    s.write_all(&greeting(PROTOCOL_VERSION)).unwrap();
     let mut theirs = [0u8; 12];
     s.read_exact(&mut theirs).expect("rdmadiag's greeting");
     assert_eq!(&theirs[..8], MAGIC);
@@ -604,7 +605,7 @@ fn silent_peers_time_out_naming_the_wait() {
     wait_listening(19213, LIMIT);
     let mut peer = TcpStream::connect((HOST, 19213)).unwrap();
     let me = peer.local_addr().unwrap().to_string();
-    peer.write_all(&greeting(1)).unwrap();
+    peer.write_all(&greeting(PROTOCOL_VERSION)).unwrap();
     let h = hello();
     peer.write_all(&h[..h.len() / 2]).unwrap();
     let t = Instant::now();
@@ -651,7 +652,8 @@ fn silent_peers_time_out_naming_the_wait() {
 #[ignore = "lab: needs rxe0; run by scripts/test inside the Soft-RoCE lab"]
 fn other_protocol_versions_are_named() {
     require_rxe0();
-    for (port, version) in [(19215u16, 0u32), (19216, 2)] {
+    let (ours, newer) = (PROTOCOL_VERSION, PROTOCOL_VERSION + 1);
+    for (port, version) in [(19215u16, 0u32), (19216, newer)] {
         let server = spawn_rdmadiag(&["pingpong", "-p", &port.to_string(), "--timeout", "3s"]);
         wait_listening(port, LIMIT);
         let mut peer = TcpStream::connect((HOST, port)).unwrap();
@@ -666,27 +668,28 @@ fn other_protocol_versions_are_named() {
         );
         drop(peer);
         assert!(
-            line.contains("version 1") && line.contains(&format!("version {version}")),
+            line.contains(&format!("version {ours}"))
+                && line.contains(&format!("version {version}")),
             "{line}"
         );
     }
     let fake = fake_server(19217, |mut s| {
-        s.write_all(&greeting(2)).unwrap();
+        s.write_all(&greeting(newer)).unwrap();
         std::thread::sleep(Duration::from_secs(1));
     });
     let client = spawn_rdmadiag(&["pingpong", HOST, "-p", "19217", "--timeout", "3s"]);
     let t = fake.accepted_at();
     let (line, _) = failed_cleanly(
-        "server speaks version 2",
+        "server speaks a newer version",
         client,
         LIMIT,
         t,
-        "client of a version-2 server",
+        "client of a newer server",
     );
     fake.join();
     assert!(
-        line.contains("version 1")
-            && line.contains("version 2")
+        line.contains(&format!("version {ours}"))
+            && line.contains(&format!("version {newer}"))
             && line.contains("10.77.0.1:19217"),
         "{line}"
     );
@@ -722,7 +725,7 @@ fn persistent_server_survives_hostile_messages() {
     };
     let mut truncated = frame(&[b' '; 200]);
     truncated.truncate(60);
-    let mut huge_len = greeting(1);
+    let mut huge_len = greeting(PROTOCOL_VERSION);
     huge_len.extend_from_slice(&u32::MAX.to_be_bytes());
     huge_len.extend_from_slice(b"{\"type\":\"hello\"");
     let cases = vec![
