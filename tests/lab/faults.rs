@@ -673,7 +673,7 @@ fn other_protocol_versions_are_named() {
             "{line}"
         );
     }
-    let fake = fake_server(19217, |mut s| {
+    let fake = fake_server(19217, move |mut s| {
         s.write_all(&greeting(newer)).unwrap();
         std::thread::sleep(Duration::from_secs(1));
     });
