@@ -85,7 +85,7 @@ _rdmadiag() {
             return 0
             ;;
         rdmadiag__subcmd__bw)
-            opts="-p -d -i -x -v -c -s -a -n -D -I -q -t -Q -l -b -h -V --port --bind --persist --loopback --cm --device --ib-port --gid-index --mtu --timeout --wait --max-size --max-qps --compat --verbose --op --connection --size --all --sizes --iters --duration --vs-tcp --inline --json --qps --tx-depth --cq-mod --post-list --bidirectional --units --expect-bw --help --version"
+            opts="-p -d -i -x -v -c -s -a -n -D -I -q -t -Q -l -o -b -h -V --port --bind --persist --loopback --cm --device --ib-port --gid-index --mtu --timeout --wait --max-size --max-qps --compat --verbose --op --connection --size --all --sizes --iters --duration --vs-tcp --inline --json --qps --tx-depth --cq-mod --post-list --outstanding --bidirectional --units --expect-bw --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -228,6 +228,14 @@ _rdmadiag() {
                     return 0
                     ;;
                 -l)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --outstanding)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -o)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -395,7 +403,7 @@ _rdmadiag() {
             return 0
             ;;
         rdmadiag__subcmd__lat)
-            opts="-p -d -i -x -v -c -s -a -n -D -I -h -V --port --bind --persist --loopback --cm --device --ib-port --gid-index --mtu --timeout --wait --max-size --max-qps --compat --verbose --op --connection --size --all --sizes --iters --duration --vs-tcp --inline --json --histogram --expect-lat --expect-percentile --help --version"
+            opts="-p -d -i -x -v -c -s -a -n -D -I -h -V --port --bind --persist --loopback --cm --device --ib-port --gid-index --mtu --timeout --wait --max-size --max-qps --compat --verbose --op --connection --size --all --sizes --iters --duration --vs-tcp --inline --json --histogram --timing --expect-lat --expect-percentile --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -507,6 +515,10 @@ _rdmadiag() {
                     ;;
                 -I)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timing)
+                    COMPREPLY=($(compgen -W "perftest lean" -- "${cur}"))
                     return 0
                     ;;
                 --expect-lat)

@@ -94,8 +94,9 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s D -l duration -
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s I -l inline -d 'Send messages up to this size inline (0: never); more than the device allows is an error. Default: 0 for bw; for lat 236, or less if the device allows less' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s q -l qps -d 'Queue pairs to spread the operations over' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s t -l tx-depth -d 'Operations in flight per QP' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s Q -l cq-mod -d 'Request a completion every N operations' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s Q -l cq-mod -d 'Request a completion every N operations. Default: 100, and 1 for messages over 8 KiB (as perftest); given explicitly, N applies to every size' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s l -l post-list -d 'Post this many operations per ibv_post_send call' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s o -l outstanding -d 'RDMA READs in flight per QP (--op read). Default: the device\'s maximum, as perftest' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l units -d 'Units of the bandwidth columns' -r -f -a "gbit\t'Gigabits per second (10^9 bits)'
 mib\t'Mebibytes per second (2^20 bytes), as perftest prints by default'"
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l expect-bw -d 'Health check: exit 3 unless every size averages at least this rate (e.g. 90Gb/s, 5000MiB/s)' -r
@@ -106,7 +107,7 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s v -l verbose -d
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s a -l all -d 'Sweep sizes 2 B to 8 MiB in powers of two'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l vs-tcp -d 'Also run the same sizes over a plain TCP connection between the same hosts and show both side by side, with the CPU time each side spent (like qperf\'s tcp_bw/tcp_lat)'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l json -d 'Print one JSON document instead of tables (schema: docs/json.md)'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s b -l bidirectional -d 'Measure both directions at once'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s b -l bidirectional -d 'Measure both directions at once; the figures are their sum (as perftest), each direction is shown too'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s V -l version -d 'Print version'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s p -l port -d 'TCP port of the control connection' -r
@@ -131,6 +132,8 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l sizes -d 'Run 
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s n -l iters -d 'Operations per size (per QP). Default: 5000 for bw WRITE, else 1000' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s D -l duration -d 'Run each size for this long instead of a number of operations (e.g. 10s)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s I -l inline -d 'Send messages up to this size inline (0: never); more than the device allows is an error. Default: 0 for bw; for lat 236, or less if the device allows less' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l timing -d 'How samples are taken: perftest (every operation signalled and its completion polled inside the sample, as ib_*_lat) or lean (a completion every 16th operation, reaped outside the samples). READ always waits for each completion' -r -f -a "perftest\t'As perftest\'s ib_*_lat: every operation is signalled and its completion is polled inside the sample'
+lean\t'A completion every 16th operation, reaped outside the samples: the wire and the peer, less this side\'s completion handling'"
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l expect-lat -d 'Health check: exit 3 unless the latency (median, or --expect-percentile) is at most this (e.g. 5us)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l expect-percentile -d 'Which percentile --expect-lat applies to: 50, 90, 99, 99.9 or 99.99' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l persist -d 'Server: keep serving, one client after another, whatever test each asks for'
