@@ -2,18 +2,11 @@
 
 use crate::connect::control::{DEFAULT_PORT, Transport};
 use crate::perf::Op;
+pub use crate::units::Units;
 use crate::units::{parse_duration, parse_msg_size, parse_mtu};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::net::IpAddr;
 use std::time::Duration;
-
-/// Version string: the crate version plus the git revision it was built from.
-pub const VERSION: &str = concat!(
-    env!("CARGO_PKG_VERSION"),
-    " (",
-    env!("RDMADIAG_GIT_REV"),
-    ")"
-);
 
 /// The subcommands' names (for messages that point at a subcommand's help).
 pub const SUBCOMMANDS: &[&str] = &["devices", "ports", "pingpong", "bw", "lat", "write", "read"];
@@ -21,7 +14,7 @@ pub const SUBCOMMANDS: &[&str] = &["devices", "ports", "pingpong", "bw", "lat", 
 /// RDMA diagnostics on one verbs core: devices and ports, ping-pong, bandwidth and latency of
 /// SEND, WRITE and READ, and data verification; JSON for scripts, exit codes for health checks.
 #[derive(Debug, Parser)]
-#[command(name = "rdmadiag", version = VERSION, propagate_version = true)]
+#[command(name = "rdmadiag", version = crate::VERSION, propagate_version = true)]
 #[command(after_help = "Exit status: 0 ok, 1 runtime failure, 2 usage error, 3 threshold not met.")]
 pub struct Cli {
     #[command(subcommand)]
@@ -209,15 +202,6 @@ pub struct PortsArgs {
 
     #[command(flatten)]
     pub output: OutputArgs,
-}
-
-/// Bandwidth units for tables.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Units {
-    /// Gigabits per second (10^9 bits).
-    Gbit,
-    /// Mebibytes per second (2^20 bytes), as perftest prints by default.
-    Mib,
 }
 
 /// What bw and lat share: the operation, transport, sizes, and how long to run.

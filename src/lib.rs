@@ -2,6 +2,14 @@
 #![deny(unsafe_code)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+/// Version string: the crate version plus the git revision it was built from.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("RDMADIAG_GIT_REV"),
+    ")"
+);
+
 pub mod cli;
 pub mod commands;
 pub mod connect;

@@ -455,7 +455,7 @@ fn vs_tcp_text(r: &PerfReport, style: Style) -> String {
 
 /// `rdmadiag bw`: one row per size.
 pub fn bw_text(r: &PerfReport, units: crate::cli::Units, style: Style) -> String {
-    let label = crate::commands::perf::units_label(units);
+    let label = units.label();
     let conv = |gbps: f64| match units {
         crate::cli::Units::Gbit => gbps,
         crate::cli::Units::Mib => gbps * 1e9 / 8.0 / 1048576.0,

@@ -1,6 +1,26 @@
 //! Parsing of sizes ("4K" = 4096), durations ("10s") and MTUs given on the command line.
 
+use clap::ValueEnum;
 use std::time::Duration;
+
+/// Bandwidth units for tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Units {
+    /// Gigabits per second (10^9 bits).
+    Gbit,
+    /// Mebibytes per second (2^20 bytes), as perftest prints by default.
+    Mib,
+}
+
+impl Units {
+    /// The unit as table headers and values spell it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Units::Gbit => "Gb/s",
+            Units::Mib => "MiB/s",
+        }
+    }
+}
 
 /// Parse a byte count with an optional binary suffix: 4096, 4K, 4KiB, 64k, 1M, 2G.
 pub fn parse_size(s: &str) -> Result<u64, String> {

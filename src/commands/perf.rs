@@ -1,7 +1,7 @@
 //! `rdmadiag bw`, `lat`, `write` and `read`: build the test, run a role, check thresholds.
 
 use super::pingpong::session_options;
-use crate::cli::{BwArgs, LatArgs, PerfCommon, Units, XferArgs};
+use crate::cli::{BwArgs, LatArgs, PerfCommon, XferArgs};
 use crate::connect::control::{PerfSpec, TestSpec};
 use crate::exit::{self, UsageError};
 use crate::output;
@@ -329,12 +329,4 @@ pub fn lat_excess(r: &PerfReport, expect: Duration, percentile: f64) -> Option<S
             )
         })
     })
-}
-
-/// Re-exported for the table renderer.
-pub fn units_label(u: Units) -> &'static str {
-    match u {
-        Units::Gbit => "Gb/s",
-        Units::Mib => "MiB/s",
-    }
 }

@@ -304,7 +304,7 @@ impl ControlChannel {
             );
         }
         self.send(&Message::Hello {
-            software: format!("rdmadiag {}", crate::cli::VERSION),
+            software: format!("rdmadiag {}", crate::VERSION),
         })?;
         match self.recv("the hello message")? {
             Message::Hello { software } => Ok(software),

@@ -640,7 +640,7 @@ pub fn client(
         bw: Vec::new(),
         lat: Vec::new(),
         tcp: Vec::new(),
-        rdmadiag_version: crate::cli::VERSION.into(),
+        rdmadiag_version: crate::VERSION.into(),
     };
     for &size in &p.sizes {
         on_round(size);

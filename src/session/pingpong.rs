@@ -155,7 +155,7 @@ fn report(
         round_trips_per_sec: outcome.round_trips as f64 / secs,
         bandwidth_mbps: (spec.size as f64 * 2.0 * outcome.round_trips as f64 * 8.0) / secs / 1e6,
         latency: outcome.latency.stats(1.0),
-        rdmadiag_version: crate::cli::VERSION.into(),
+        rdmadiag_version: crate::VERSION.into(),
     }
 }
 
