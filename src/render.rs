@@ -454,11 +454,11 @@ fn vs_tcp_text(r: &PerfReport, style: Style) -> String {
 }
 
 /// `rdmadiag bw`: one row per size.
-pub fn bw_text(r: &PerfReport, units: crate::cli::Units, style: Style) -> String {
+pub fn bw_text(r: &PerfReport, units: crate::units::Units, style: Style) -> String {
     let label = units.label();
     let conv = |gbps: f64| match units {
-        crate::cli::Units::Gbit => gbps,
-        crate::cli::Units::Mib => gbps * 1e9 / 8.0 / 1048576.0,
+        crate::units::Units::Gbit => gbps,
+        crate::units::Units::Mib => gbps * 1e9 / 8.0 / 1048576.0,
     };
     let peer_col = r.bw.iter().any(|b| b.peer.is_some());
     let peak = format!("BW peak [{label}]");
