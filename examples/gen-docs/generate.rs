@@ -29,7 +29,7 @@ pub fn all() -> Vec<GeneratedFile> {
     files
 }
 
-/// The CLI as the generated files describe it: the crate version instead of `cli::VERSION`
+/// The CLI as the generated files describe it: the crate version instead of `rdmadiag::VERSION`
 /// (which carries the git revision), so regenerating at another commit changes nothing.
 fn command() -> Command {
     Cli::command().version(env!("CARGO_PKG_VERSION"))
