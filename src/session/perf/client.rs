@@ -7,7 +7,7 @@ use super::vs_tcp::tcp_client_round;
 use super::{Kind, validate, verify_slots};
 use crate::connect::control::{Batch, ControlChannel, Message, Op, RoundSummary, TestSpec};
 use crate::connect::endpoint::Endpoint;
-use crate::connect::establish::{self, Connected, Plan, Wire};
+use crate::connect::establish::{self, Connected};
 use crate::connect::heartbeat::Heartbeat;
 use crate::connect::test_qp::TestQp;
 use crate::exit::UsageError;
@@ -34,15 +34,7 @@ pub fn client(
         p: &p,
         client: true,
     };
-    let plan = Plan {
-        spec,
-        wire: Wire::Perf,
-        n: recipe.count(),
-        recipe: &recipe,
-        choice: &opts.choice,
-        cm_port: opts.port,
-        timeout: opts.timeout,
-    };
+    let plan = recipe.plan(opts);
     // Owns the QPs and the rdma_cm ids, and drops them in that order.
     let mut conn = establish::client(&mut ch, &plan)?;
     let Connected { qps, remotes, .. } = &mut conn;

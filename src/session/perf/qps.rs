@@ -4,11 +4,12 @@
 use super::{Kind, RX_DEPTH, max_size, verify_slots};
 use crate::connect::control::{Op, PerfSpec, QpType, TestSpec};
 use crate::connect::endpoint::LocalPort;
-use crate::connect::establish::QpRecipe;
+use crate::connect::establish::{Plan, QpRecipe, Wire};
 use crate::connect::test_qp::{GRH_BYTES, QpShape, TestQp};
 use crate::exit::UsageError;
 use crate::perf::{bw, lat};
 use crate::pingpong::{self, PingpongParams};
+use crate::session::SessionOptions;
 use crate::verbs::Access;
 use anyhow::Result;
 use std::time::Duration;
@@ -124,11 +125,25 @@ pub(super) struct PerfQps<'a> {
 }
 
 impl PerfQps<'_> {
+    /// QPs per side: bw spreads over `-q`, the others use one.
     pub fn count(&self) -> usize {
         if self.kind == Kind::Bw {
             self.p.qps as usize
         } else {
             1
+        }
+    }
+
+    /// How to establish these QPs with the options' port choice and deadlines.
+    pub fn plan<'a>(&'a self, opts: &'a SessionOptions) -> Plan<'a> {
+        Plan {
+            spec: self.spec,
+            wire: Wire::Perf,
+            n: self.count(),
+            recipe: self,
+            choice: &opts.choice,
+            cm_port: opts.port,
+            timeout: opts.timeout,
         }
     }
 }

@@ -7,7 +7,7 @@ use super::vs_tcp::tcp_server_round;
 use super::{Kind, validate, verify_slots};
 use crate::connect::control::{ControlChannel, Message, Op, RoundSummary, TestSpec, Verification};
 use crate::connect::endpoint::Endpoint;
-use crate::connect::establish::{self, Connected, Plan, Wire};
+use crate::connect::establish::{self, Connected};
 use crate::exit::DataMismatch;
 use crate::perf::{Progress, verify};
 use crate::session::{SessionOptions, status};
@@ -40,15 +40,7 @@ pub fn serve(
         p: &p,
         client: false,
     };
-    let plan = Plan {
-        spec,
-        wire: Wire::Perf,
-        n: recipe.count(),
-        recipe: &recipe,
-        choice: &opts.choice,
-        cm_port: opts.port,
-        timeout: opts.timeout,
-    };
+    let plan = recipe.plan(opts);
     // Owns the QPs and the rdma_cm ids, and drops them in that order.
     let mut conn = establish::server(ch, &plan, client_eps)?;
     let Connected { qps, remotes, .. } = &mut conn;
