@@ -62,7 +62,7 @@ UD\t'Unreliable datagram'"
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -s s -l size -d 'Message size in bytes; K, M and G are binary (4K = 4096)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -s n -l iters -d 'Number of round trips' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l rx-depth -d 'Receives kept posted' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l persist -d 'Server: keep serving, one client after another, whatever test each asks for'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l persist -d 'Server: keep serving, one client after another, whatever test each asks for; each client is logged on stderr (served, told busy, failed)'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l loopback -d 'Run both ends in this process on one device: a self-test needing no peer'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l cm -d 'Connect the queue pairs through rdma_cm (librdmacm) instead of exchanging them by hand'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -s v -l verbose -d 'Print the device, port, GID and MTU used on both ends (on stderr)'
@@ -100,7 +100,7 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s o -l outstandin
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l units -d 'Units of the bandwidth columns' -r -f -a "gbit\t'Gigabits per second (10^9 bits)'
 mib\t'Mebibytes per second (2^20 bytes), as perftest prints by default'"
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l expect-bw -d 'Health check: exit 3 unless every size averages at least this rate (e.g. 90Gb/s, 5000MiB/s)' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l persist -d 'Server: keep serving, one client after another, whatever test each asks for'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l persist -d 'Server: keep serving, one client after another, whatever test each asks for; each client is logged on stderr (served, told busy, failed)'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l loopback -d 'Run both ends in this process on one device: a self-test needing no peer'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l cm -d 'Connect the queue pairs through rdma_cm (librdmacm) instead of exchanging them by hand'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s v -l verbose -d 'Print the device, port, GID and MTU used on both ends (on stderr)'
@@ -136,7 +136,7 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l timing -d 'How
 lean\t'A completion every 16th operation, reaped outside the samples'"
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l expect-lat -d 'Health check: exit 3 unless the latency (median, or --expect-percentile) is at most this (e.g. 5us)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l expect-percentile -d 'Which percentile --expect-lat applies to: 50, 90, 99, 99.9 or 99.99' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l persist -d 'Server: keep serving, one client after another, whatever test each asks for'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l persist -d 'Server: keep serving, one client after another, whatever test each asks for; each client is logged on stderr (served, told busy, failed)'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l loopback -d 'Run both ends in this process on one device: a self-test needing no peer'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l cm -d 'Connect the queue pairs through rdma_cm (librdmacm) instead of exchanging them by hand'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s v -l verbose -d 'Print the device, port, GID and MTU used on both ends (on stderr)'
@@ -159,7 +159,7 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -l max-qps -d '
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -l compat -d 'Speak another tool\'s protocol instead of rdmadiag\'s' -r -f -a "ibv\t'rdma-core\'s ibv_rc_pingpong / ibv_ud_pingpong exchange (the peer then needs -g IDX)'"
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -s s -l size -d 'Buffer size; K, M and G are binary' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -s n -l iters -d 'How many times to move the buffer' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -l persist -d 'Server: keep serving, one client after another, whatever test each asks for'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -l persist -d 'Server: keep serving, one client after another, whatever test each asks for; each client is logged on stderr (served, told busy, failed)'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -l loopback -d 'Run both ends in this process on one device: a self-test needing no peer'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -l cm -d 'Connect the queue pairs through rdma_cm (librdmacm) instead of exchanging them by hand'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -s v -l verbose -d 'Print the device, port, GID and MTU used on both ends (on stderr)'
@@ -179,7 +179,7 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l max-qps -d 'S
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l compat -d 'Speak another tool\'s protocol instead of rdmadiag\'s' -r -f -a "ibv\t'rdma-core\'s ibv_rc_pingpong / ibv_ud_pingpong exchange (the peer then needs -g IDX)'"
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -s s -l size -d 'Buffer size; K, M and G are binary' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -s n -l iters -d 'How many times to move the buffer' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l persist -d 'Server: keep serving, one client after another, whatever test each asks for'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l persist -d 'Server: keep serving, one client after another, whatever test each asks for; each client is logged on stderr (served, told busy, failed)'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l loopback -d 'Run both ends in this process on one device: a self-test needing no peer'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l cm -d 'Connect the queue pairs through rdma_cm (librdmacm) instead of exchanging them by hand'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -s v -l verbose -d 'Print the device, port, GID and MTU used on both ends (on stderr)'

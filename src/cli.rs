@@ -81,7 +81,8 @@ pub struct ConnectArgs {
     #[arg(long, value_name = "ADDR", conflicts_with = "host")]
     pub bind: Option<IpAddr>,
 
-    /// Server: keep serving, one client after another, whatever test each asks for.
+    /// Server: keep serving, one client after another, whatever test each asks for; each client
+    /// is logged on stderr (served, told busy, failed).
     #[arg(long, conflicts_with = "host")]
     pub persist: bool,
 

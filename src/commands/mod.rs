@@ -39,8 +39,9 @@ pub fn session_options(c: &ConnectArgs) -> Result<(SessionOptions, Role)> {
         (Some(h), false) => Role::Client { host: h.clone() },
         (None, false) => Role::Server,
     };
-    // Status lines on stderr when it is a terminal or -v asks for them.
-    let status = if c.verbose || std::io::stderr().is_terminal() {
+    // Status lines on stderr when it is a terminal or -v asks for them; a persistent server
+    // always logs its clients (served, busy, failed): that log is what its operator reads.
+    let status = if c.verbose || c.persist || std::io::stderr().is_terminal() {
         StatusSink::new(|msg| eprintln!("rdmadiag: {msg}"))
     } else {
         StatusSink::default()
