@@ -6,6 +6,7 @@ mod api;
 pub mod cli;
 pub mod commands;
 pub mod connect;
+pub mod counters;
 pub mod cpu;
 pub mod exit;
 pub mod inventory;

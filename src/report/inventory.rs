@@ -1,8 +1,8 @@
 //! `rdmadiag devices` and `rdmadiag ports` as tables and text.
 
 use super::{Style, finish, opt};
+use crate::counters::is_error_counter;
 use crate::inventory::{DeviceInfo, PortInfo, PortsReport};
-use crate::sysfs::is_error_counter;
 use comfy_table::Cell;
 use std::collections::BTreeMap;
 
