@@ -639,7 +639,7 @@ _rdmadiag() {
             return 0
             ;;
         rdmadiag__subcmd__ports)
-            opts="-d -p -v -h -V --device --port --verbose --counters --json --help --version"
+            opts="-d -p -v -h -V --device --port --verbose --counters --interval --json --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -658,6 +658,10 @@ _rdmadiag() {
                     return 0
                     ;;
                 -p)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --interval)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

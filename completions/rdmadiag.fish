@@ -40,6 +40,7 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand devices" -s h -l help 
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand devices" -s V -l version -d 'Print version'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand ports" -s d -l device -d 'Show only this device (e.g. mlx5_0, rxe0)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand ports" -s p -l port -d 'Show only this port (1-based, as ibv_devinfo numbers them)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand ports" -l interval -d 'With --counters: read them, wait this long (Ctrl-C ends the wait early), read them again and show what changed and the rate (e.g. 10s)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand ports" -s v -l verbose -d 'Add device limits and port details (at least what `ibv_devinfo -v` shows)'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand ports" -l counters -d 'Add the port counters from sysfs (counters/ and hw_counters/); non-zero error counters are highlighted'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand ports" -l json -d 'Print one JSON document instead of tables (schema: docs/json.md)'

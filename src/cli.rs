@@ -40,10 +40,15 @@ pub enum Command {
 }
 
 impl Command {
-    /// Whether the subcommand waits on a peer (and so wants Ctrl-C to unwind cleanly).
-    /// The inventory commands skip installing the handler: it costs a thread at start-up.
+    /// Whether the subcommand waits on a peer, or over `ports --interval` (and so wants Ctrl-C
+    /// to unwind cleanly). The inventory commands skip installing the handler otherwise: it
+    /// costs a thread at start-up.
     pub fn talks_to_a_peer(&self) -> bool {
-        !matches!(self, Command::Devices(_) | Command::Ports(_))
+        match self {
+            Command::Devices(_) => false,
+            Command::Ports(a) => a.interval.is_some(),
+            _ => true,
+        }
     }
 
     /// Whether the output is JSON (then a failure prints a JSON document too).
@@ -212,6 +217,11 @@ pub struct PortsArgs {
     /// are highlighted.
     #[arg(long)]
     pub counters: bool,
+
+    /// With --counters: read them, wait this long (Ctrl-C ends the wait early), read them
+    /// again and show what changed and the rate (e.g. 10s).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, requires = "counters")]
+    pub interval: Option<Duration>,
 
     #[command(flatten)]
     pub output: OutputArgs,
@@ -467,6 +477,28 @@ mod tests {
         assert_eq!(p.device.as_deref(), Some("rxe0"));
         assert_eq!(p.port, Some(1));
         assert!(p.verbose && p.output.json && !p.counters);
+    }
+
+    #[test]
+    fn ports_interval_needs_counters_and_wants_ctrl_c() {
+        let c =
+            Cli::try_parse_from(["rdmadiag", "ports", "--counters", "--interval", "2s"]).unwrap();
+        assert!(
+            c.command.talks_to_a_peer(),
+            "an interval wants Ctrl-C handled"
+        );
+        let Command::Ports(p) = c.command else {
+            panic!("expected ports")
+        };
+        assert_eq!(p.interval, Some(Duration::from_secs(2)));
+        let e = Cli::try_parse_from(["rdmadiag", "ports", "--interval", "2s"]).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(
+            !Cli::try_parse_from(["rdmadiag", "ports", "--counters"])
+                .unwrap()
+                .command
+                .talks_to_a_peer()
+        );
     }
 
     #[test]

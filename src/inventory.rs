@@ -1,5 +1,6 @@
 //! Gathers what `devices` and `ports` report: device and port attributes, GID tables, counters.
 
+use crate::counters::{CounterDeltas, Snapshot};
 use crate::exit::UsageError;
 use crate::sysfs;
 use crate::verbs::{
@@ -95,6 +96,13 @@ pub struct PortInfo {
     pub counters: Option<BTreeMap<String, u64>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hw_counters: Option<BTreeMap<String, u64>>,
+    /// With `--counters`: the names, in both maps, of the counters that count errors.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_counters: Option<Vec<String>>,
+    /// With `--counters --interval`: how the counters changed over the interval (the maps
+    /// above then hold the second reading).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub counter_deltas: Option<CounterDeltas>,
 }
 
 /// What `ports` should gather.
@@ -288,6 +296,7 @@ pub fn port_info(ctx: &Context, port: u8, port_count: u8, q: PortQuery) -> Resul
             .then(|| sysfs::gid_netdev(&root, ctx.name(), port, 0))
             .flatten()
     });
+    let snapshot = q.counters.then(|| Snapshot::read(&root, ctx.name(), port));
     Ok(PortInfo {
         device: ctx.name().to_string(),
         port,
@@ -321,12 +330,10 @@ pub fn port_info(ctx: &Context, port: u8, port_count: u8, q: PortQuery) -> Resul
             init_type_reply: a.init_type_reply,
             flags: a.flags,
         }),
-        counters: q
-            .counters
-            .then(|| sysfs::port_counters(&root, ctx.name(), port, "counters")),
-        hw_counters: q
-            .counters
-            .then(|| sysfs::port_counters(&root, ctx.name(), port, "hw_counters")),
+        error_counters: snapshot.as_ref().map(Snapshot::error_names),
+        counter_deltas: None,
+        counters: snapshot.as_ref().map(|s| s.counters.clone()),
+        hw_counters: snapshot.map(|s| s.hw_counters),
     })
 }
 

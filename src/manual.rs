@@ -212,8 +212,16 @@ const PORTS: &[Example] = &[
         ],
     },
     Example {
-        what: "Error counters as JSON, to compare before and after a test:",
-        commands: &["rdmadiag ports --counters --json | jq '.ports[] | {device, port, counters}'"],
+        what: "What the counters did over ten seconds (Ctrl-C ends the wait early, exit status \
+               130), with rates; error counters that rose are marked:",
+        commands: &["rdmadiag ports -d mlx5_0 -p 1 --counters --interval 10s"],
+    },
+    Example {
+        what: "For scripts: the error counters that rose over a minute, port by port:",
+        commands: &[
+            "rdmadiag ports --counters --interval 1m --json | jq '.ports[] | {device, \
+                     port, rose: [.counter_deltas.deltas[] | select(.error and .delta > 0)]}'",
+        ],
     },
 ];
 

@@ -1,14 +1,20 @@
-//! `rdmadiag ports`: state, link, MTU, speed, netdev and GID table of each port.
+//! `rdmadiag ports`: state, link, MTU, speed, netdev and GID table of each port, and counters.
 
 use crate::cli::PortsArgs;
-use crate::exit;
-use crate::inventory::{self, PortQuery};
+use crate::counters::{self, CounterDeltas, Snapshot};
+use crate::exit::{self, UsageError};
+use crate::inventory::{self, PortQuery, PortsReport};
 use crate::report::{self, Style};
+use crate::{session, sysfs};
 use anyhow::Result;
+use std::time::Duration;
 
 pub fn run(args: &PortsArgs) -> Result<u8> {
     inventory::check_device_name(args.device.as_deref())?;
-    let ports = inventory::ports(
+    if args.interval.is_some_and(|i| i.is_zero()) {
+        return Err(UsageError("--interval needs a duration above zero (e.g. 10s)".into()).into());
+    }
+    let mut ports = inventory::ports(
         args.device.as_deref(),
         args.port,
         PortQuery {
@@ -16,10 +22,47 @@ pub fn run(args: &PortsArgs) -> Result<u8> {
             counters: args.counters,
         },
     )?;
+    let stopped = match args.interval {
+        Some(interval) => over_interval(&mut ports, interval),
+        None => false,
+    };
     if args.output.json {
         report::emit_json(&ports)?;
     } else {
         report::emit(&report::inventory::ports_text(&ports, Style::detect()))?;
     }
+    if stopped {
+        let took = ports
+            .ports
+            .iter()
+            .find_map(|p| p.counter_deltas.as_ref())
+            .map_or(0.0, |d| d.elapsed_s);
+        eprintln!(
+            "rdmadiag: interrupted after {took:.2} s of the {} interval: the changes shown are \
+             over the time measured",
+            humantime::format_duration(args.interval.unwrap_or_default())
+        );
+        return Ok(exit::INTERRUPTED);
+    }
     Ok(exit::OK)
+}
+
+/// Read every port's counters, wait `interval` (Ctrl-C ends it early), read them again: each
+/// port gets its deltas, and its counter maps hold the second reading. True when interrupted.
+fn over_interval(ports: &mut PortsReport, interval: Duration) -> bool {
+    let root = sysfs::class_root();
+    let before: Vec<Snapshot> = ports
+        .ports
+        .iter()
+        .map(|p| Snapshot::read(&root, &p.device, p.port))
+        .collect();
+    let stopped = counters::wait_interval(interval, &session::STOP);
+    for (p, then) in ports.ports.iter_mut().zip(&before) {
+        let now = Snapshot::read(&root, &p.device, p.port);
+        p.counter_deltas = Some(CounterDeltas::between(then, &now));
+        p.error_counters = Some(now.error_names());
+        p.counters = Some(now.counters);
+        p.hw_counters = Some(now.hw_counters);
+    }
+    stopped
 }

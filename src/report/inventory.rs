@@ -1,7 +1,7 @@
 //! `rdmadiag devices` and `rdmadiag ports` as tables and text.
 
 use super::{Style, finish, opt};
-use crate::counters::is_error_counter;
+use crate::counters::{Group, is_error_counter};
 use crate::inventory::{DeviceInfo, PortInfo, PortsReport};
 use comfy_table::Cell;
 use std::collections::BTreeMap;
@@ -133,10 +133,24 @@ fn port_block(p: &PortInfo, style: Style) -> String {
         out.push_str(&finish(&g));
         out.push_str("  * the GID rdmadiag uses by default\n");
     }
-    for (title, counters) in [("counters", &p.counters), ("hw_counters", &p.hw_counters)] {
-        if let Some(c) = counters {
-            out.push_str(&counter_table(title, c, style));
+    for (group, counters) in [
+        (Group::Counters, &p.counters),
+        (Group::HwCounters, &p.hw_counters),
+    ] {
+        match (counters, &p.counter_deltas) {
+            (Some(c), Some(d)) => out.push_str(&super::counters::interval_table(
+                group.dir(),
+                group,
+                c,
+                d,
+                style,
+            )),
+            (Some(c), None) => out.push_str(&counter_table(group.dir(), c, style)),
+            _ => {}
         }
+    }
+    if let Some(d) = &p.counter_deltas {
+        out.push_str(&super::counters::interval_summary(d));
     }
     out
 }
@@ -257,6 +271,8 @@ mod tests {
                 ("port_xmit_data".to_string(), 10),
             ])),
             hw_counters: None,
+            error_counters: Some(vec!["port_rcv_errors".into()]),
+            counter_deltas: None,
         }
     }
 

@@ -2,6 +2,7 @@
 //! text, JSON) and the live progress line. Renderers take result types only; nothing here
 //! touches a device.
 
+pub mod counters;
 pub mod inventory;
 pub mod perf;
 pub mod pingpong;
