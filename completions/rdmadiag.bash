@@ -85,7 +85,7 @@ _rdmadiag() {
             return 0
             ;;
         rdmadiag__subcmd__bw)
-            opts="-p -d -i -x -v -c -s -a -n -D -I -q -t -Q -l -o -b -h -V --port --bind --persist --loopback --cm --device --ib-port --gid-index --mtu --timeout --wait --max-size --max-qps --compat --verbose --op --connection --size --all --sizes --iters --duration --vs-tcp --inline --json --qps --tx-depth --cq-mod --post-list --outstanding --bidirectional --units --expect-bw --help --version"
+            opts="-p -d -i -x -v -c -s -a -n -D -I -q -t -Q -l -o -b -h -V --port --bind --persist --loopback --cm --device --ib-port --gid-index --mtu --timeout --wait --max-size --max-qps --compat --verbose --op --connection --size --all --sizes --iters --duration --vs-tcp --inline --counters --json --qps --tx-depth --cq-mod --post-list --outstanding --bidirectional --units --expect-bw --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -403,7 +403,7 @@ _rdmadiag() {
             return 0
             ;;
         rdmadiag__subcmd__lat)
-            opts="-p -d -i -x -v -c -s -a -n -D -I -h -V --port --bind --persist --loopback --cm --device --ib-port --gid-index --mtu --timeout --wait --max-size --max-qps --compat --verbose --op --connection --size --all --sizes --iters --duration --vs-tcp --inline --json --histogram --timing --expect-lat --expect-percentile --help --version"
+            opts="-p -d -i -x -v -c -s -a -n -D -I -h -V --port --bind --persist --loopback --cm --device --ib-port --gid-index --mtu --timeout --wait --max-size --max-qps --compat --verbose --op --connection --size --all --sizes --iters --duration --vs-tcp --inline --counters --json --histogram --timing --expect-lat --expect-percentile --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -537,7 +537,7 @@ _rdmadiag() {
             return 0
             ;;
         rdmadiag__subcmd__pingpong)
-            opts="-p -d -i -x -v -c -s -n -e -h -V --port --bind --persist --loopback --cm --device --ib-port --gid-index --mtu --timeout --wait --max-size --max-qps --compat --verbose --connection --size --iters --rx-depth --events --json --help --version"
+            opts="-p -d -i -x -v -c -s -n -e -h -V --port --bind --persist --loopback --cm --device --ib-port --gid-index --mtu --timeout --wait --max-size --max-qps --compat --verbose --connection --size --iters --rx-depth --events --counters --json --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -673,7 +673,7 @@ _rdmadiag() {
             return 0
             ;;
         rdmadiag__subcmd__read)
-            opts="-p -d -i -x -v -s -n -h -V --port --bind --persist --loopback --cm --device --ib-port --gid-index --mtu --timeout --wait --max-size --max-qps --compat --verbose --size --iters --json --help --version"
+            opts="-p -d -i -x -v -s -n -h -V --port --bind --persist --loopback --cm --device --ib-port --gid-index --mtu --timeout --wait --max-size --max-qps --compat --verbose --size --iters --counters --json --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -763,7 +763,7 @@ _rdmadiag() {
             return 0
             ;;
         rdmadiag__subcmd__write)
-            opts="-p -d -i -x -v -s -n -h -V --port --bind --persist --loopback --cm --device --ib-port --gid-index --mtu --timeout --wait --max-size --max-qps --compat --verbose --size --iters --json --help --version"
+            opts="-p -d -i -x -v -s -n -h -V --port --bind --persist --loopback --cm --device --ib-port --gid-index --mtu --timeout --wait --max-size --max-qps --compat --verbose --size --iters --counters --json --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -176,6 +176,11 @@ pub struct PingpongArgs {
     #[arg(short = 'e', long)]
     pub events: bool,
 
+    /// Read this host's port counters (sysfs counters/ and hw_counters/) before and after the
+    /// test and show what changed; error counters are marked (client and --loopback only).
+    #[arg(long)]
+    pub counters: bool,
+
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -357,6 +362,11 @@ pub struct PerfCommon {
           value_parser = clap::value_parser!(u32).range(0..=1_048_576))]
     pub inline: Option<u32>,
 
+    /// Read this host's port counters (sysfs counters/ and hw_counters/) before and after the
+    /// test and show what changed; error counters are marked (client and --loopback only).
+    #[arg(long)]
+    pub counters: bool,
+
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -453,6 +463,11 @@ pub struct XferArgs {
           value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
     pub iterations: u64,
 
+    /// Read this host's port counters (sysfs counters/ and hw_counters/) before and after the
+    /// test and show what changed; error counters are marked (client and --loopback only).
+    #[arg(long)]
+    pub counters: bool,
+
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -499,6 +514,21 @@ mod tests {
                 .command
                 .talks_to_a_peer()
         );
+    }
+
+    #[test]
+    fn every_test_takes_counters() {
+        for sub in ["pingpong", "bw", "lat", "write", "read"] {
+            let c = Cli::try_parse_from(["rdmadiag", sub, "--loopback", "--counters"]).unwrap();
+            let on = match c.command {
+                Command::Pingpong(a) => a.counters,
+                Command::Bw(a) => a.common.counters,
+                Command::Lat(a) => a.common.counters,
+                Command::Write(a) | Command::Read(a) => a.counters,
+                _ => unreachable!(),
+            };
+            assert!(on, "{sub} --counters");
+        }
     }
 
     #[test]

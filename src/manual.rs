@@ -74,6 +74,11 @@ const BW: &[Example] = &[
         commands: &["rdmadiag bw --loopback --op write -s 64K"],
     },
     Example {
+        what: "This host's port counters across the run (perftest's -W): what moved, error \
+               counters marked:",
+        commands: &["client$ rdmadiag bw 10.0.0.1 --counters"],
+    },
+    Example {
         what: "A health check: exit status 3 (and one line saying by how much) when the link \
                averages less than 90 Gb/s:",
         commands: &["client$ rdmadiag bw 10.0.0.1 -s 1M --expect-bw 90Gb/s"],

@@ -107,3 +107,28 @@ fn help_and_version_exit_0() {
         assert!(stdout(&o).contains(flag), "{flag} in help");
     }
 }
+
+#[test]
+fn counters_misuse_is_a_usage_error_before_any_wait() {
+    // A server would otherwise sit waiting for a client before saying anything.
+    for sub in ["pingpong", "bw", "lat", "write", "read"] {
+        let t = std::time::Instant::now();
+        let o = rdmadiag(&[sub, "--counters", "--wait", "30s"]);
+        assert_eq!(o.status.code(), Some(2), "{sub}: {}", stderr(&o));
+        let line = one_error_line(&o);
+        assert!(line.contains("--counters is for the client"), "{line}");
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(10),
+            "{sub} waited"
+        );
+    }
+    for args in [
+        &["ports", "--interval", "2s"][..],
+        &["ports", "--counters", "--interval", "0s"],
+        &["ports", "--counters", "--interval", "soon"],
+    ] {
+        let o = rdmadiag(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        one_error_line(&o);
+    }
+}

@@ -7,7 +7,8 @@ mod ports;
 
 use crate::Role;
 use crate::cli::{Cli, Command, Compat, ConnectArgs};
-use crate::connect::endpoint::PortChoice;
+use crate::connect::endpoint::{Endpoint, PortChoice};
+use crate::counters::{Before, CounterDeltas};
 use crate::exit::UsageError;
 use crate::session::{ServerLimits, SessionOptions, StatusSink};
 use anyhow::Result;
@@ -69,4 +70,42 @@ pub fn session_options(c: &ConnectArgs) -> Result<(SessionOptions, Role)> {
         },
     };
     Ok((opts, role))
+}
+
+/// With `--counters`: read this host's port counters before the test, on every port it may use
+/// (it picks its port itself). A server prints no report of its side: refused there.
+pub fn counters_before(on: bool, opts: &SessionOptions, role: &Role) -> Result<Option<Before>> {
+    if !on {
+        return Ok(None);
+    }
+    if *role == Role::Server {
+        return Err(UsageError(
+            "--counters is for the client or --loopback: it reads this host's port around the \
+             test it reports, and a server reports none (run `rdmadiag ports --counters \
+             --interval DURATION` on the server to watch its port)"
+                .into(),
+        )
+        .into());
+    }
+    let root = crate::sysfs::class_root();
+    let choice = &opts.choice;
+    Ok(Some(Before::read(
+        &root,
+        choice.device.as_deref(),
+        choice.port,
+    )))
+}
+
+/// What changed on the test's port (`local`) since `before`; a warning when it was not read.
+pub fn counters_since(before: Option<&Before>, local: &Endpoint) -> Option<CounterDeltas> {
+    let deltas = before?.since(&local.device, local.port);
+    if deltas.is_none() {
+        eprintln!(
+            "rdmadiag: no counters of {} port {}: the port was not found under {} before the test",
+            local.device,
+            local.port,
+            crate::sysfs::class_root().display()
+        );
+    }
+    deltas
 }

@@ -1,6 +1,6 @@
 //! `rdmadiag bw`, `lat`, `write` and `read`: build the test, run a role, check thresholds.
 
-use super::session_options;
+use super::{counters_before, counters_since, session_options};
 use crate::cli::{BwArgs, LatArgs, PerfCommon, XferArgs};
 use crate::connect::control::{PerfSpec, QpType, TestSpec};
 use crate::exit::{self, DataMismatch};
@@ -64,7 +64,9 @@ fn run_roles(
     role: Role,
     spec: &TestSpec,
     json: bool,
+    counters: bool,
 ) -> Result<Option<PerfReport>> {
+    let before = counters_before(counters, opts, &role)?;
     let rounds = spec.perf.as_ref().map_or(1, |p| p.sizes.len());
     let duration = spec
         .perf
@@ -74,7 +76,10 @@ fn run_roles(
     let watched = Arc::new(Watched::default());
     let _line = ProgressLine::start(json, watched.clone(), rounds, duration);
     match crate::run(spec, opts, role, watched.as_ref())? {
-        TestReport::Perf(r) => Ok(Some(*r)),
+        TestReport::Perf(mut r) => {
+            r.counter_deltas = counters_since(before.as_ref(), &r.local);
+            Ok(Some(*r))
+        }
         TestReport::Served(_) => Ok(None),
         TestReport::Pingpong(_) => bail!("a perf test produced a ping-pong report"),
     }
@@ -100,7 +105,7 @@ pub fn run_bw(args: &BwArgs) -> Result<u8> {
         ..measured(c, 65536, default_iters)
     };
     let spec = spec("bw", c, &opts, perf);
-    let Some(report) = run_roles(&opts, role, &spec, c.output.json)? else {
+    let Some(report) = run_roles(&opts, role, &spec, c.output.json, c.counters)? else {
         return Ok(exit::OK);
     };
     emit(&report, c.output.json, |r| {
@@ -122,7 +127,7 @@ pub fn run_lat(args: &LatArgs) -> Result<u8> {
         ..measured(c, 2, 1000)
     };
     let spec = spec("lat", c, &opts, perf);
-    let Some(mut report) = run_roles(&opts, role, &spec, c.output.json)? else {
+    let Some(mut report) = run_roles(&opts, role, &spec, c.output.json, c.counters)? else {
         return Ok(exit::OK);
     };
     if !args.histogram {
@@ -162,7 +167,7 @@ pub fn run_xfer(args: &XferArgs, op: Op) -> Result<u8> {
             None,
         )),
     };
-    let Some(report) = run_roles(&opts, role, &spec, args.output.json)? else {
+    let Some(report) = run_roles(&opts, role, &spec, args.output.json, args.counters)? else {
         return Ok(exit::OK);
     };
     emit(&report, args.output.json, |r| {
@@ -196,7 +201,11 @@ fn emit(r: &PerfReport, json: bool, text: impl Fn(&PerfReport) -> String) -> Res
     if json {
         report::emit_json(r)
     } else {
-        report::emit(&text(r))
+        let mut out = text(r);
+        if let Some(d) = &r.counter_deltas {
+            out.push_str(&report::counters::test_counters_text(d, Style::detect()));
+        }
+        report::emit(&out)
     }
 }
 

@@ -1,6 +1,6 @@
 //! `rdmadiag pingpong`: SEND/RECV round trips as client, server or loopback.
 
-use super::session_options;
+use super::{counters_before, counters_since, session_options};
 use crate::TestReport;
 use crate::cli::PingpongArgs;
 use crate::connect::control::TestSpec;
@@ -23,15 +23,25 @@ pub fn run(args: &PingpongArgs) -> Result<u8> {
         cm: opts.cm,
         perf: None,
     };
+    let before = counters_before(args.counters, &opts, &role)?;
     // A server prints the client's measurement, the same document the client prints.
     let r = match crate::run(&spec, &opts, role, &Unobserved)? {
-        TestReport::Pingpong(r) | TestReport::Served(Served::Pingpong(r)) => r,
+        TestReport::Pingpong(mut r) => {
+            r.counter_deltas = counters_since(before.as_ref(), &r.local);
+            r
+        }
+        TestReport::Served(Served::Pingpong(r)) => r,
         other => bail!("a ping-pong run produced {other:?}"),
     };
     if args.output.json {
         report::emit_json(&r)?;
     } else {
-        report::emit(&report::pingpong::pingpong_text(&r, Style::detect()))?;
+        let style = Style::detect();
+        let mut out = report::pingpong::pingpong_text(&r, style);
+        if let Some(d) = &r.counter_deltas {
+            out.push_str(&report::counters::test_counters_text(d, style));
+        }
+        report::emit(&out)?;
     }
     Ok(exit::OK)
 }

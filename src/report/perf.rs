@@ -4,6 +4,7 @@ use super::{Style, endpoint_text, finish};
 use crate::connect::control::QpType;
 pub use crate::connect::control::{BwFigures, Mismatch};
 use crate::connect::endpoint::Endpoint;
+use crate::counters::CounterDeltas;
 use crate::perf::{LatTiming, Op};
 use crate::stats::{Bucket, LatencyStats};
 use comfy_table::Cell;
@@ -186,6 +187,9 @@ pub struct PerfReport {
     /// `--vs-tcp`: the same sizes over TCP between the same hosts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tcp: Vec<TcpResult>,
+    /// `--counters`: how this host's port counters changed across the test.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counter_deltas: Option<CounterDeltas>,
 }
 
 fn perf_header(r: &PerfReport) -> String {

@@ -3,6 +3,7 @@
 use super::{Style, endpoint_text, finish};
 use crate::connect::control::{PingpongSummary, QpType, TestSpec};
 use crate::connect::endpoint::Endpoint;
+use crate::counters::CounterDeltas;
 use crate::stats::LatencyStats;
 use comfy_table::Cell;
 use serde::{Deserialize, Serialize};
@@ -38,6 +39,9 @@ pub struct PingpongReport {
     /// Round-trip latency.
     #[serde(flatten)]
     pub latency: LatencyStats,
+    /// `--counters`: how this host's port counters changed across the test.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counter_deltas: Option<CounterDeltas>,
 }
 
 impl PingpongReport {
@@ -70,6 +74,7 @@ impl PingpongReport {
             signaling: "every send, each side waits for it every round trip".into(),
             bandwidth_mbps: (spec.size as f64 * 2.0 * m.round_trips as f64 * 8.0) / secs / 1e6,
             latency: m.latency,
+            counter_deltas: None,
         }
     }
 }

@@ -82,6 +82,7 @@ pub fn client(
         bw: Vec::new(),
         lat: Vec::new(),
         tcp: Vec::new(),
+        counter_deltas: None,
     };
     let cx = RoundContext {
         kind,
