@@ -216,6 +216,25 @@ fn counters_come_from_sysfs() {
         !p["hw_counters"].as_object().unwrap().is_empty(),
         "rxe exposes hw_counters"
     );
+    // The error counters are named, and only counters the port has.
+    let errors: Vec<&str> = p["error_counters"]
+        .as_array()
+        .expect("error_counters")
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
+    for must in ["retry_exceeded_err", "rcvd_seq_err", "out_of_seq_request"] {
+        assert!(errors.contains(&must), "{must} not in {errors:?}");
+    }
+    for traffic in ["sent_pkts", "rcvd_pkts", "ack_deferred"] {
+        assert!(!errors.contains(&traffic), "{traffic} in {errors:?}");
+    }
+    for e in &errors {
+        assert!(
+            p["counters"].get(e).is_some() || p["hw_counters"].get(e).is_some(),
+            "{e} is not one of the port's counters"
+        );
+    }
 }
 
 #[test]

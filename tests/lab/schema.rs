@@ -12,7 +12,8 @@ fn every_json_key_is_documented() {
     let runs: &[&[&str]] = &[
         &["devices", "--json"],
         &["ports", "-v", "--counters", "--json"],
-        &["pingpong", "--loopback", "-n", "20", "--json"],
+        &["ports", "--counters", "--interval", "1s", "--json"],
+        &["pingpong", "--loopback", "-n", "20", "--counters", "--json"],
         &[
             "bw",
             "--loopback",
@@ -24,6 +25,7 @@ fn every_json_key_is_documented() {
             "-s",
             "4K",
             "--vs-tcp",
+            "--counters",
             "--json",
         ],
         &[
