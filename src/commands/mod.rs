@@ -41,8 +41,10 @@ pub fn session_options(c: &ConnectArgs) -> Result<(SessionOptions, Role)> {
     };
     // Status lines on stderr when it is a terminal or -v asks for them; a persistent server
     // always logs its clients (served, busy, failed): that log is what its operator reads.
-    let status = if c.verbose || c.persist || std::io::stderr().is_terminal() {
-        StatusSink::new(|msg| eprintln!("rdmadiag: {msg}"))
+    let stderr_sink = || StatusSink::new(|msg| eprintln!("rdmadiag: {msg}"));
+    let client_log = stderr_sink();
+    let status = if c.verbose || std::io::stderr().is_terminal() {
+        stderr_sink()
     } else {
         StatusSink::default()
     };
@@ -62,6 +64,7 @@ pub fn session_options(c: &ConnectArgs) -> Result<(SessionOptions, Role)> {
         cm: c.cm,
         compat_ibv: c.compat == Some(Compat::Ibv),
         status,
+        client_log,
         limits: ServerLimits {
             max_size: c.max_size,
             max_qps: c.max_qps,

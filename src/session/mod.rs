@@ -59,6 +59,8 @@ pub struct SessionOptions {
     pub compat_ibv: bool,
     /// Where status lines go.
     pub status: StatusSink,
+    /// Where a persistent server's one line per client goes (served, told busy, failed).
+    pub client_log: StatusSink,
     /// What this side agrees to allocate when serving.
     pub limits: ServerLimits,
 }
@@ -119,6 +121,13 @@ impl ServerLimits {
 /// A status line for the operator, to the options' sink.
 pub fn status(opts: &SessionOptions, msg: &str) {
     if let Some(f) = &opts.status.0 {
+        f(msg);
+    }
+}
+
+/// A persistent server's line about one client, to the options' client log.
+fn log_client(opts: &SessionOptions, msg: &str) {
+    if let Some(f) = &opts.client_log.0 {
         f(msg);
     }
 }
@@ -263,7 +272,7 @@ pub fn run_server<T>(
 /// `--persist`: serve until Ctrl-C, whatever test each client asks for. Each connection gets
 /// its own thread for the greeting and request (so a silent peer only ties up itself); one
 /// test runs at a time, and a client arriving meanwhile is told the server is busy. Every
-/// client is logged to the status sink; none can take the server down. Ends only with an
+/// client is logged to the client log; none can take the server down. Ends only with an
 /// error (Ctrl-C or a broken listener).
 pub fn run_persistent(opts: &SessionOptions) -> Result<std::convert::Infallible> {
     let l = listen(opts)?;
@@ -325,9 +334,9 @@ pub fn run_persistent(opts: &SessionOptions) -> Result<std::convert::Infallible>
                 }
             });
             match outcome {
-                Ok(Some(_)) => status(&o, &format!("served {peer}")),
-                Ok(None) => status(&o, &format!("told {peer} the server is busy")),
-                Err(e) => status(&o, &format!("client {peer} failed: {e:#}")),
+                Ok(Some(_)) => log_client(&o, &format!("served {peer}")),
+                Ok(None) => log_client(&o, &format!("told {peer} the server is busy")),
+                Err(e) => log_client(&o, &format!("client {peer} failed: {e:#}")),
             }
         }));
     }

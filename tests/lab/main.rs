@@ -11,6 +11,7 @@ mod inventory;
 mod perf;
 mod pingpong;
 mod schema;
+mod settings;
 mod watch;
 
 /// The lab's Soft-RoCE device.
