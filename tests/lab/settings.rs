@@ -118,12 +118,19 @@ fn every_setting_that_shapes_a_figure_is_shown() {
     assert_eq!(v["timing"], "lean", "{v}");
     assert_ne!(v["signaling"], perftest_signaling.as_str(), "{v}");
     assert_eq!(v["lat"][0]["iterations"], 40, "{v}");
-    let o = run(&["lat", "--loopback", "--op", "read", "-n", "20"]);
+    let o = run(&["lat", "--loopback", "--op", "write", "-n", "20"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(
         stdout(&o).contains("timing perftest"),
         "text names the method: {}",
         stdout(&o)
+    );
+    // READ has one method (the data arrives with the completion): no timing, but its signalling.
+    let v = json(&["lat", "--loopback", "--op", "read", "-n", "20", "--json"]);
+    assert!(v.get("timing").is_none(), "{v}");
+    assert!(
+        v["signaling"].as_str().is_some_and(|s| !s.is_empty()),
+        "{v}"
     );
 
     // pingpong: the round trips run, those asked for, and ibv's usec/iter, consistent.
