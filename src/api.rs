@@ -39,6 +39,7 @@ pub fn run(
     role: Role,
     observer: &dyn Observer,
 ) -> Result<TestReport> {
+    session::phase::reset();
     spec.check_combination().map_err(UsageError)?;
     let pingpong = spec.test == "pingpong";
     if pingpong {

@@ -17,7 +17,17 @@ fn main() -> ExitCode {
             return ExitCode::from(exit::USAGE);
         }
         Err(e) => {
-            eprintln!("rdmadiag: {}", usage_line(&e.render().to_string()));
+            let line = usage_line(&e.render().to_string());
+            eprintln!("rdmadiag: {line}");
+            // A script that asked for JSON gets its one document even for a bad command line.
+            if std::env::args().skip(1).any(|a| a == "--json") {
+                let _ = rdmadiag::report::emit_error_json(rdmadiag::report::ErrorBody {
+                    message: &line,
+                    exit_code: exit::USAGE,
+                    phase: None,
+                    peer: None,
+                });
+            }
             return ExitCode::from(exit::USAGE);
         }
     };
@@ -32,7 +42,13 @@ fn main() -> ExitCode {
             eprintln!("rdmadiag: {e:#}");
             // Data not as sent: the report, with the mismatch, is already the document.
             if json && code != exit::DATA_MISMATCH {
-                let _ = rdmadiag::report::emit_error_json(&format!("{e:#}"), code);
+                let at = rdmadiag::session::phase::current();
+                let _ = rdmadiag::report::emit_error_json(rdmadiag::report::ErrorBody {
+                    message: &format!("{e:#}"),
+                    exit_code: code,
+                    phase: at.as_ref().map(|p| p.phase),
+                    peer: at.as_ref().and_then(|p| p.peer.as_deref()),
+                });
             }
             ExitCode::from(code)
         }

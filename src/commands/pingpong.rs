@@ -2,7 +2,7 @@
 
 use super::session_options;
 use crate::TestReport;
-use crate::cli::PingpongArgs;
+use crate::cli::{Compat, PingpongArgs};
 use crate::connect::control::TestSpec;
 use crate::exit;
 use crate::perf::Unobserved;
@@ -11,7 +11,8 @@ use crate::session::Served;
 use anyhow::{Result, bail};
 
 pub fn run(args: &PingpongArgs) -> Result<u8> {
-    let (opts, role) = session_options(&args.connect)?;
+    let (mut opts, role) = session_options(&args.connect)?;
+    opts.compat_ibv = args.compat == Some(Compat::Ibv);
     let spec = TestSpec {
         test: "pingpong".into(),
         transport: args.transport.into(),

@@ -186,6 +186,9 @@ pub struct PerfReport {
     /// `--vs-tcp`: the same sizes over TCP between the same hosts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tcp: Vec<TcpResult>,
+    /// The verdict on each `--expect-*` threshold at each size it applies to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub thresholds: Vec<super::thresholds::ThresholdCheck>,
 }
 
 fn perf_header(r: &PerfReport) -> String {
@@ -363,6 +366,7 @@ pub fn bw_text(r: &PerfReport, units: BwUnit, style: Style) -> String {
     }
     out.push_str(&finish(&t));
     out.push_str(&vs_tcp_text(r, style));
+    out.push_str(&super::thresholds::text(r));
     out
 }
 
@@ -421,6 +425,7 @@ pub fn lat_text(r: &PerfReport, histogram: bool, style: Style) -> String {
     ));
     out.push_str(&finish(&t));
     out.push_str(&vs_tcp_text(r, style));
+    out.push_str(&super::thresholds::text(r));
     if histogram {
         for l in &r.lat {
             out.push_str(&histogram_text(l));

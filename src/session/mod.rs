@@ -2,6 +2,7 @@
 //! Nothing here prints: status lines go to the options' status sink, progress to an observer.
 
 pub mod perf;
+pub mod phase;
 pub mod pingpong;
 
 use crate::connect::control::{ControlChannel, Message};
@@ -126,6 +127,7 @@ pub fn status(opts: &SessionOptions, msg: &str) {
 /// Connect to the server's control port, bounded by the timeout.
 pub fn dial(opts: &SessionOptions) -> Result<TcpStream> {
     let host = opts.host.as_deref().unwrap_or("127.0.0.1");
+    phase::enter(phase::CONNECT, Some(&format!("{host}:{}", opts.port)));
     let addrs: Vec<SocketAddr> = (host, opts.port)
         .to_socket_addrs()
         .map_err(|e| anyhow!("cannot resolve host '{host}': {e}"))?
@@ -203,6 +205,7 @@ pub fn accept(l: &TcpListener, wait: Option<Duration>) -> Result<TcpStream> {
 fn handshake(stream: TcpStream, opts: &SessionOptions) -> Result<(ControlChannel, Message)> {
     let mut ch = ControlChannel::new(stream, opts.timeout)?;
     let peer = ch.peer().to_string();
+    phase::enter(phase::HANDSHAKE, Some(&peer));
     let software = ch.greet()?;
     status(opts, &format!("client {peer} ({software}) connected"));
     let msg = ch.recv("the test request")?;
@@ -251,6 +254,7 @@ pub fn run_server<T>(
     opts: &SessionOptions,
     serve: impl Fn(TcpStream, &SessionOptions) -> Result<T>,
 ) -> Result<T> {
+    phase::enter(phase::LISTEN, None);
     let l = listen(opts)?;
     status(
         opts,
@@ -266,6 +270,7 @@ pub fn run_server<T>(
 /// client is logged to the status sink; none can take the server down. Ends only with an
 /// error (Ctrl-C or a broken listener).
 pub fn run_persistent(opts: &SessionOptions) -> Result<std::convert::Infallible> {
+    phase::enter(phase::LISTEN, None);
     let l = listen(opts)?;
     status(
         opts,

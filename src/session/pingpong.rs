@@ -1,5 +1,6 @@
 //! Both halves of a ping-pong run over the control channel (or rdma-core's exchange with --compat).
 
+use super::phase::{self, QP_SETUP, RESULT_EXCHANGE, TRANSFER};
 use super::{STOP, SessionOptions, dial, status};
 use crate::connect::compat_ibv::{self, IbvDest};
 use crate::connect::control::{ControlChannel, Message, PingpongSummary, QpType, TestSpec};
@@ -175,10 +176,12 @@ pub fn client(opts: &SessionOptions, spec: &TestSpec) -> Result<PingpongReport> 
     let stream = dial(opts)?;
     let mut ch = ControlChannel::new(stream, opts.timeout)?;
     let peer = ch.peer().to_string();
+    phase::enter(phase::HANDSHAKE, Some(&peer));
     ch.greet()?;
     let p = params(spec, opts, &peer);
     let recipe = PingpongQp { spec, params: &p };
     // Owns the QP and its rdma_cm id, and drops them in that order.
+    phase::enter(QP_SETUP, None);
     let conn = establish::client(&mut ch, &plan(spec, opts, &recipe))?;
     let (tq, remote) = (&conn.qps[0], conn.remotes[0].clone());
     describe(opts, "local", &tq.endpoint());
@@ -190,10 +193,12 @@ pub fn client(opts: &SessionOptions, spec: &TestSpec) -> Result<PingpongReport> 
             spec.iterations, spec.size
         ),
     );
+    phase::enter(TRANSFER, None);
     let outcome = match pingpong::run(tq, Side::Initiator, remote.qpn, remote.qkey, &p, &STOP) {
         Ok(o) => o,
         Err(e) => return Err(ch.fail(e)),
     };
+    phase::enter(RESULT_EXCHANGE, None);
     let r = report(spec, tq, tq.endpoint(), remote, &outcome, None);
     ch.send(&Message::Finished {
         summary: Some(summary(&outcome)),
@@ -218,6 +223,7 @@ pub fn serve(
     }
     let p = params(spec, opts, &peer);
     let recipe = PingpongQp { spec, params: &p };
+    phase::enter(QP_SETUP, None);
     let conn = establish::server(
         ch,
         &plan(spec, opts, &recipe),
@@ -227,9 +233,11 @@ pub fn serve(
     describe(opts, "local", &tq.endpoint());
     describe(opts, "remote", &client);
     // UD replies need the client's QPN and Q_Key; RC/UC ignore them.
+    phase::enter(TRANSFER, None);
     if let Err(e) = pingpong::run(tq, Side::Responder, client.qpn, client.qkey, &p, &STOP) {
         return Err(ch.fail(e));
     }
+    phase::enter(RESULT_EXCHANGE, None);
     let summary = match ch.recv("the client's results")? {
         Message::Finished {
             summary: Some(summary),
@@ -286,6 +294,7 @@ fn compat_client(opts: &SessionOptions, spec: &TestSpec) -> Result<PingpongRepor
     let local_ip = stream.local_addr()?.ip();
     let mut ch = ControlChannel::new(stream, opts.timeout)?;
     let peer = ch.peer().to_string();
+    phase::enter(QP_SETUP, Some(&peer));
     let local = choose_port(&opts.choice, Some(local_ip))?;
     precheck_ud_size(&local, spec)?;
     let mut tq = TestQp::new(local, shape(spec))?;
@@ -296,6 +305,7 @@ fn compat_client(opts: &SessionOptions, spec: &TestSpec) -> Result<PingpongRepor
     describe(opts, "local", &tq.endpoint());
     tq.connect(&remote, Some(spec.mtu.unwrap_or(IBV_DEFAULT_MTU)))?;
     check_ud_size(&tq, spec)?;
+    phase::enter(TRANSFER, None);
     let outcome = pingpong::run(&tq, Side::Initiator, remote.qpn, remote.qkey, &p, &STOP)?;
     Ok(report(
         spec,
@@ -316,6 +326,7 @@ pub fn compat_serve(
     let local_ip = stream.local_addr()?.ip();
     let mut ch = ControlChannel::new(stream, opts.timeout)?;
     let peer = ch.peer().to_string();
+    phase::enter(QP_SETUP, Some(&peer));
     let local = choose_port(&opts.choice, Some(local_ip))?;
     let mut tq = TestQp::new(local, shape(spec))?;
     let p = params(spec, opts, &peer);
@@ -326,6 +337,7 @@ pub fn compat_serve(
     check_ud_size(&tq, spec)?;
     describe(opts, "local", &tq.endpoint());
     compat_ibv::server_finish(&mut ch, &ibv_dest(&tq))?;
+    phase::enter(TRANSFER, None);
     let outcome = pingpong::run(&tq, Side::Responder, remote.qpn, remote.qkey, &p, &STOP)
         .map_err(|e| anyhow!("{e:#} (ibv_rc_pingpong client {peer})"))?;
     Ok(report(
