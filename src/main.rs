@@ -32,14 +32,21 @@ fn main() -> ExitCode {
         }
     };
     if cli.command.talks_to_a_peer() {
-        install_ctrl_c();
+        handle_stop_signals();
     }
     let json = cli.command.json();
     match commands::run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            let code = exit::code_for(&e);
-            eprintln!("rdmadiag: {e:#}");
+            // Whatever gave way once a signal asked the run to stop, the signal ended it.
+            let signal = exit::stop_signal();
+            let code = signal.map_or_else(|| exit::code_for(&e), exit::code_for_signal);
+            match signal {
+                Some(s) if !e.chain().any(|c| c.is::<exit::Interrupted>()) => {
+                    eprintln!("rdmadiag: stopped by {}: {e:#}", exit::signal_name(s))
+                }
+                _ => eprintln!("rdmadiag: {e:#}"),
+            }
             // Data not as sent: the report, with the mismatch, is already the document.
             if json && code != exit::DATA_MISMATCH {
                 let at = rdmadiag::session::phase::current();
@@ -55,12 +62,28 @@ fn main() -> ExitCode {
     }
 }
 
-/// First Ctrl-C: ask every wait loop to stop so resources unwind cleanly; second: exit now.
-fn install_ctrl_c() {
+/// First SIGINT or SIGTERM: record which, and ask every wait loop to stop so resources unwind
+/// cleanly (the run then exits 130 or 143); a second: exit at once with its code.
+///
+/// Both signals are blocked in this thread before any other starts, so in every thread, and one
+/// thread takes them with sigwait: it knows which signal came (a handler that only sets a flag,
+/// as ctrlc's, cannot tell SIGTERM from Ctrl-C), and no thread is interrupted inside a verb.
+fn handle_stop_signals() {
+    use nix::sys::signal::{SigSet, Signal};
     use std::sync::atomic::Ordering;
-    let _ = ctrlc::set_handler(|| {
-        if rdmadiag::session::STOP.swap(true, Ordering::SeqCst) {
-            std::process::exit(130);
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGINT);
+    set.add(Signal::SIGTERM);
+    if set.thread_block().is_err() {
+        return; // the default action (the process ends) stays
+    }
+    std::thread::spawn(move || {
+        while let Ok(signal) = set.wait() {
+            let signal = signal as i32;
+            let first = exit::record_stop_signal(signal);
+            if !first || rdmadiag::session::STOP.swap(true, Ordering::SeqCst) {
+                std::process::exit(i32::from(exit::code_for_signal(signal)));
+            }
         }
     });
 }

@@ -145,7 +145,7 @@ impl<'a> Poller<'a> {
                 }
             }
             if stop.load(Ordering::Relaxed) {
-                bail!("interrupted");
+                return Err(crate::exit::Interrupted.into());
             }
         }
     }

@@ -276,3 +276,37 @@ fn a_failure_with_json_is_one_document_saying_where_it_failed() {
         "{v}"
     );
 }
+
+#[test]
+fn sigterm_and_sigint_stop_a_waiting_client_with_their_own_codes() {
+    for (signal, code, name) in [("-TERM", 143, "SIGTERM"), ("-INT", 130, "SIGINT")] {
+        // A "server" that accepts and says nothing: the client waits for its greeting.
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port().to_string();
+        let child = spawn_rdmadiag(&["bw", "127.0.0.1", "-p", &port, "--timeout", "60s", "--json"]);
+        let (_peer, _) = l.accept().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let sent = std::time::Instant::now();
+        let kill = std::process::Command::new("kill")
+            .args([signal, &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(kill.success());
+        let o = wait_limit(
+            child,
+            std::time::Duration::from_secs(5),
+            "a signalled client",
+        );
+        assert!(
+            sent.elapsed() < std::time::Duration::from_secs(3),
+            "{name} took {:?}",
+            sent.elapsed()
+        );
+        assert_eq!(o.status.code(), Some(code), "{name}: {}", stderr(&o));
+        let line = one_error_line(&o);
+        assert!(line.contains(&format!("stopped by {name}")), "{line}");
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["error"]["exit_code"], code, "{v}");
+        assert_eq!(v["error"]["phase"], "handshake", "{v}");
+    }
+}

@@ -12,11 +12,10 @@ use crate::report::pingpong::PingpongReport;
 use anyhow::{Context as _, Result, anyhow, bail};
 use std::io::ErrorKind;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-/// Set by Ctrl-C: every wait loop checks it and unwinds, releasing resources on the way.
-pub static STOP: AtomicBool = AtomicBool::new(false);
+pub use crate::exit::STOP;
 
 /// Where status lines go ("connected 2 QP(s) to ...", "waiting for a client on ..."):
 /// nowhere unless the caller says.
@@ -188,7 +187,9 @@ pub fn accept(l: &TcpListener, wait: Option<Duration>) -> Result<TcpStream> {
             Err(e) => bail!("accepting a client: {e}"),
         }
         if STOP.load(Ordering::Relaxed) {
-            bail!("interrupted while waiting for a client");
+            return Err(
+                anyhow::Error::new(crate::exit::Interrupted).context("waiting for a client")
+            );
         }
         if let Some(w) = wait.filter(|w| start.elapsed() >= *w) {
             let addr = l.local_addr().map(|a| a.to_string()).unwrap_or_default();
@@ -287,7 +288,7 @@ pub fn run_persistent(opts: &SessionOptions) -> Result<std::convert::Infallible>
                     for t in threads {
                         let _ = t.join();
                     }
-                    bail!("interrupted");
+                    return Err(crate::exit::Interrupted.into());
                 }
                 std::thread::sleep(Duration::from_millis(20));
                 continue;
