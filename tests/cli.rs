@@ -310,3 +310,39 @@ fn sigterm_and_sigint_stop_a_waiting_client_with_their_own_codes() {
         assert_eq!(v["error"]["phase"], "handshake", "{v}");
     }
 }
+
+#[test]
+fn a_server_without_rdma_fails_at_once_without_listening() {
+    let root = fake_sysfs("noserver", false, &[]);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    for args in [
+        &["bw", "-p", &port][..],
+        &["lat", "-p", &port, "--persist"],
+        &["pingpong", "-p", &port, "--compat", "ibv"],
+        &["write", "-p", &port, "--json"],
+    ] {
+        let t = std::time::Instant::now();
+        let o = run_with_sysfs(&root, args);
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(5),
+            "{args:?} took {:?}",
+            t.elapsed()
+        );
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
+        let line = one_error_line(&o);
+        assert!(
+            line.contains("not listening") && line.contains("no RDMA support"),
+            "{args:?}: {line}"
+        );
+        if args.contains(&"--json") {
+            let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+            assert_eq!(v["error"]["phase"], "listen", "{v}");
+        }
+    }
+    fs::remove_dir_all(root).unwrap();
+}

@@ -162,6 +162,15 @@ pub fn dial(opts: &SessionOptions) -> Result<TcpStream> {
     bail!("cannot connect to {addr}: {e}{hint}")
 }
 
+/// Fail fast: the device and port a server would use exist and are usable (the device opens,
+/// the port is ACTIVE, a RoCE port has a GID), checked before it listens. A server with nothing
+/// to serve with says so at once instead of waiting for a client and blaming it.
+pub fn check_serving_port(opts: &SessionOptions) -> Result<()> {
+    crate::connect::endpoint::choose_port(&opts.choice, opts.bind)
+        .map(drop)
+        .context("not listening for clients")
+}
+
 /// Listen on the control port (`--bind` or every address).
 pub fn listen(opts: &SessionOptions) -> Result<TcpListener> {
     let ip = opts.bind.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
@@ -256,6 +265,7 @@ pub fn run_server<T>(
     serve: impl Fn(TcpStream, &SessionOptions) -> Result<T>,
 ) -> Result<T> {
     phase::enter(phase::LISTEN, None);
+    check_serving_port(opts)?;
     let l = listen(opts)?;
     status(
         opts,
@@ -272,6 +282,7 @@ pub fn run_server<T>(
 /// error (Ctrl-C or a broken listener).
 pub fn run_persistent(opts: &SessionOptions) -> Result<std::convert::Infallible> {
     phase::enter(phase::LISTEN, None);
+    check_serving_port(opts)?;
     let l = listen(opts)?;
     status(
         opts,
