@@ -62,7 +62,7 @@ pub fn run(
     let compat = pingpong && opts.compat_ibv;
     let client = |o: &SessionOptions| -> Result<TestReport> {
         Ok(if pingpong {
-            TestReport::Pingpong(Box::new(pingpong::client(o, spec)?))
+            TestReport::Pingpong(Box::new(pingpong::client(o, spec, observer)?))
         } else {
             TestReport::Perf(Box::new(perf::client(o, spec, observer)?))
         })

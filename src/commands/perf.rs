@@ -6,7 +6,7 @@ use crate::connect::control::{PerfSpec, QpType, TestSpec};
 use crate::exit::{self, DataMismatch, UsageError};
 use crate::perf::Op;
 use crate::report::perf::PerfReport;
-use crate::report::progress::{ProgressLine, Watched};
+use crate::report::progress::{ProgressLine, Span, Watched};
 use crate::report::thresholds::{self, Metric, Threshold};
 use crate::report::{self, Style};
 use crate::session::SessionOptions;
@@ -73,7 +73,11 @@ fn run_roles(
         .and_then(|p| p.duration_ms)
         .map(Duration::from_millis);
     let watched = Arc::new(Watched::default());
-    let _line = ProgressLine::start(json, watched.clone(), rounds, duration);
+    let span = match duration {
+        Some(per_round) => Span::Timed { per_round, rounds },
+        None => Span::Rounds(rounds),
+    };
+    let _line = ProgressLine::start(json, watched.clone(), span);
     match crate::run(spec, opts, role, watched.as_ref())? {
         TestReport::Perf(r) => Ok(Some(*r)),
         TestReport::Served(_) => Ok(None),

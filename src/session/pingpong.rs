@@ -1,13 +1,14 @@
 //! Both halves of a ping-pong run over the control channel (or rdma-core's exchange with --compat).
 
 use super::phase::{self, QP_SETUP, RESULT_EXCHANGE, TRANSFER};
-use super::{STOP, SessionOptions, dial, status};
+use super::{Observer, STOP, SessionOptions, dial, status};
 use crate::connect::compat_ibv::{self, IbvDest};
 use crate::connect::control::{ControlChannel, Message, PingpongSummary, QpType, TestSpec};
 use crate::connect::endpoint::{Endpoint, LocalPort, choose_port};
 use crate::connect::establish::{self, Plan, QpRecipe, Wire};
 use crate::connect::test_qp::{QpShape, TestQp};
 use crate::exit::UsageError;
+use crate::perf::Progress;
 use crate::pingpong::{self, PingpongParams, Side};
 use crate::report::pingpong::PingpongReport;
 use crate::verbs::Access;
@@ -168,10 +169,17 @@ fn plan<'a>(spec: &'a TestSpec, opts: &'a SessionOptions, recipe: &'a PingpongQp
     }
 }
 
-/// Client side over rdmadiag's control protocol (QPs connected directly or through rdma_cm).
-pub fn client(opts: &SessionOptions, spec: &TestSpec) -> Result<PingpongReport> {
+/// Client side over rdmadiag's control protocol (QPs connected directly or through rdma_cm);
+/// `observer` gets the round trips done.
+pub fn client(
+    opts: &SessionOptions,
+    spec: &TestSpec,
+    observer: &dyn Observer,
+) -> Result<PingpongReport> {
+    let fallback = Progress::default();
+    let progress = observer.progress().unwrap_or(&fallback);
     if opts.compat_ibv {
-        return compat_client(opts, spec);
+        return compat_client(opts, spec, progress);
     }
     let stream = dial(opts)?;
     let mut ch = ControlChannel::new(stream, opts.timeout)?;
@@ -194,7 +202,14 @@ pub fn client(opts: &SessionOptions, spec: &TestSpec) -> Result<PingpongReport> 
         ),
     );
     phase::enter(TRANSFER, None);
-    let outcome = match pingpong::run(tq, Side::Initiator, remote.qpn, remote.qkey, &p, &STOP) {
+    let outcome = match pingpong::run(
+        tq,
+        Side::Initiator,
+        (remote.qpn, remote.qkey),
+        &p,
+        progress,
+        &STOP,
+    ) {
         Ok(o) => o,
         Err(e) => return Err(ch.fail(e)),
     };
@@ -234,7 +249,14 @@ pub fn serve(
     describe(opts, "remote", &client);
     // UD replies need the client's QPN and Q_Key; RC/UC ignore them.
     phase::enter(TRANSFER, None);
-    if let Err(e) = pingpong::run(tq, Side::Responder, client.qpn, client.qkey, &p, &STOP) {
+    if let Err(e) = pingpong::run(
+        tq,
+        Side::Responder,
+        (client.qpn, client.qkey),
+        &p,
+        &Progress::default(),
+        &STOP,
+    ) {
         return Err(ch.fail(e));
     }
     phase::enter(RESULT_EXCHANGE, None);
@@ -289,7 +311,11 @@ fn ibv_remote(d: &IbvDest, local: &LocalPort) -> Endpoint {
 /// rdma-core's MTU when neither side says (ibv_rc_pingpong's -m default).
 const IBV_DEFAULT_MTU: u32 = 1024;
 
-fn compat_client(opts: &SessionOptions, spec: &TestSpec) -> Result<PingpongReport> {
+fn compat_client(
+    opts: &SessionOptions,
+    spec: &TestSpec,
+    progress: &Progress,
+) -> Result<PingpongReport> {
     let stream = dial(opts)?;
     let local_ip = stream.local_addr()?.ip();
     let mut ch = ControlChannel::new(stream, opts.timeout)?;
@@ -306,7 +332,14 @@ fn compat_client(opts: &SessionOptions, spec: &TestSpec) -> Result<PingpongRepor
     tq.connect(&remote, Some(spec.mtu.unwrap_or(IBV_DEFAULT_MTU)))?;
     check_ud_size(&tq, spec)?;
     phase::enter(TRANSFER, None);
-    let outcome = pingpong::run(&tq, Side::Initiator, remote.qpn, remote.qkey, &p, &STOP)?;
+    let outcome = pingpong::run(
+        &tq,
+        Side::Initiator,
+        (remote.qpn, remote.qkey),
+        &p,
+        progress,
+        &STOP,
+    )?;
     Ok(report(
         spec,
         &tq,
@@ -338,8 +371,15 @@ pub fn compat_serve(
     describe(opts, "local", &tq.endpoint());
     compat_ibv::server_finish(&mut ch, &ibv_dest(&tq))?;
     phase::enter(TRANSFER, None);
-    let outcome = pingpong::run(&tq, Side::Responder, remote.qpn, remote.qkey, &p, &STOP)
-        .map_err(|e| anyhow!("{e:#} (ibv_rc_pingpong client {peer})"))?;
+    let outcome = pingpong::run(
+        &tq,
+        Side::Responder,
+        (remote.qpn, remote.qkey),
+        &p,
+        &Progress::default(),
+        &STOP,
+    )
+    .map_err(|e| anyhow!("{e:#} (ibv_rc_pingpong client {peer})"))?;
     Ok(report(
         spec,
         &tq,
