@@ -279,9 +279,14 @@ pub fn run(
         // the round trip also ends only once our send has completed.
         let mut got = early.take();
         while got.is_none() || (strict && side == Side::Initiator && acked < sent) {
-            let Some(c) = poller
-                .next(p.timeout, stop)
-                .map_err(|e| anyhow::anyhow!("{e} during round trip {}{of_n}", i + 1))?
+            let Some(c) = poller.next(p.timeout, stop).map_err(|e| {
+                // A stop keeps its kind (its exit code); other errors read as before.
+                if e.is::<crate::exit::Interrupted>() {
+                    e.context(format!("round trip {}{of_n}", i + 1))
+                } else {
+                    anyhow::anyhow!("{e} during round trip {}{of_n}", i + 1)
+                }
+            })?
             else {
                 let what = if got.is_some() {
                     "our send's completion"

@@ -241,6 +241,14 @@ fn a_failure_with_json_is_one_document_saying_where_it_failed() {
         "{line}"
     );
     assert!(v["schema_version"].is_u64() && v["host"].is_string(), "{v}");
+    let mut keys = std::collections::BTreeSet::new();
+    json_keys(&v, &mut keys);
+    let documented = documented_json_names();
+    let undocumented: Vec<_> = keys.difference(&documented).collect();
+    assert!(
+        undocumented.is_empty(),
+        "not in docs/json.md: {undocumented:?}"
+    );
 
     // A "server" that answers with garbage: the client gets as far as the handshake.
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

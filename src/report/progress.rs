@@ -3,6 +3,7 @@
 
 use crate::perf::{Observer, Progress};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::collections::VecDeque;
 use std::io::IsTerminal;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
@@ -10,6 +11,8 @@ use std::time::{Duration, Instant};
 
 /// A run shorter than this never shows a line (no flash for a quick test).
 const SHOW_AFTER: Duration = Duration::from_secs(1);
+/// The rates on the line are over this much of the run (the counters move in bursts).
+const RATE_WINDOW: Duration = Duration::from_secs(2);
 
 /// What the line watches: the engines' counters and the round under way.
 #[derive(Default)]
@@ -62,9 +65,11 @@ fn clock(d: Duration) -> String {
     }
 }
 
-/// The line's words for one moment of the run.
+/// The line's words for one moment of the run: `elapsed` is the test's time (for -D, from its
+/// first round), `done` the rounds or messages finished.
 fn message(span: Span, elapsed: Duration, done: u64, size: u32, gbps: f64, per_sec: f64) -> String {
     match span {
+        Span::Timed { .. } | Span::Rounds(_) if size == 0 => "setting up".to_string(),
         Span::Timed { per_round, rounds } => format!(
             "{} / {}  {size} B  {gbps:.2} Gb/s",
             clock(elapsed),
@@ -106,8 +111,11 @@ impl ProgressLine {
         let flag = done.clone();
         let thread = std::thread::spawn(move || {
             let start = Instant::now();
-            let (mut last_bytes, mut last_msgs, mut last_t) = (0u64, 0u64, Instant::now());
+            // (when, bytes, messages) over the last RATE_WINDOW.
+            let mut window: VecDeque<(Instant, u64, u64)> = VecDeque::new();
             let mut shown = false;
+            // When the round under way started, as seen from here (to within a tick).
+            let (mut round, mut round_at) = (0usize, Instant::now());
             while !flag.load(Ordering::Relaxed) {
                 std::thread::sleep(Duration::from_millis(200));
                 if !shown && start.elapsed() >= SHOW_AFTER {
@@ -120,14 +128,41 @@ impl ProgressLine {
                     p.messages.load(Ordering::Relaxed),
                 );
                 let now = Instant::now();
-                let dt = now.duration_since(last_t).as_secs_f64().max(1e-3);
-                let gbps = bytes.saturating_sub(last_bytes) as f64 * 8.0 / dt / 1e9;
-                let per_sec = msgs.saturating_sub(last_msgs) as f64 / dt;
-                (last_bytes, last_msgs, last_t) = (bytes, msgs, now);
+                // A new round starts its counters from zero: so does the window.
+                if window
+                    .back()
+                    .is_some_and(|&(_, b, m)| bytes < b || msgs < m)
+                {
+                    window.clear();
+                }
+                window.push_back((now, bytes, msgs));
+                while window.len() > 2
+                    && window
+                        .front()
+                        .is_some_and(|&(t, _, _)| now - t > RATE_WINDOW)
+                {
+                    window.pop_front();
+                }
+                let (t0, b0, m0) = window[0];
+                let dt = now.duration_since(t0).as_secs_f64().max(1e-3);
+                let gbps = (bytes - b0) as f64 * 8.0 / dt / 1e9;
+                let per_sec = (msgs - m0) as f64 / dt;
                 let size = watched.size.load(Ordering::Relaxed);
+                let started = watched.started.load(Ordering::Relaxed);
+                if started != round {
+                    (round, round_at) = (started, now);
+                }
                 // Rounds finished: the one under way has started but not ended.
-                let rounds_done = watched.started.load(Ordering::Relaxed).saturating_sub(1) as u64;
-                let elapsed = start.elapsed();
+                let rounds_done = started.saturating_sub(1) as u64;
+                let elapsed = match span {
+                    // The test's time: the rounds done, and this one's so far (a round may take
+                    // a moment past its time to finish: the clock does not run on).
+                    Span::Timed { per_round, .. } if started > 0 => {
+                        per_round * rounds_done as u32 + now.duration_since(round_at).min(per_round)
+                    }
+                    Span::Timed { .. } => Duration::ZERO,
+                    _ => start.elapsed(),
+                };
                 let (position, done) = match span {
                     Span::Timed { .. } => (elapsed.as_millis() as u64, rounds_done),
                     Span::Rounds(_) => (rounds_done, rounds_done),
@@ -164,6 +199,7 @@ mod tests {
             per_round: Duration::from_secs(10),
             rounds: 1,
         };
+        assert_eq!(message(span, Duration::ZERO, 0, 0, 0.0, 0.0), "setting up");
         let m = message(span, Duration::from_millis(4200), 0, 65536, 12.345, 0.0);
         assert_eq!(m, "4.2 s / 10.0 s  65536 B  12.35 Gb/s");
         let two = Span::Timed {

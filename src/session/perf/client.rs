@@ -216,6 +216,10 @@ fn client_round(
     };
     let outcome = match outcome {
         Ok(o) => o,
+        // A stop says which round it ended (the line would otherwise be just the signal).
+        Err(e) if e.is::<crate::exit::Interrupted>() => {
+            return Err(ch.fail(e.context(format!("the round of {} bytes with {peer}", plan.size))));
+        }
         Err(e) => return Err(ch.fail(e)),
     };
     let mine = RoundSummary {

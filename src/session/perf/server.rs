@@ -83,6 +83,10 @@ pub fn serve(
                     crate::cpu::measure(|| run_round(qps, remotes, &cx, plan, &progress));
                 let mine = match mine {
                     Ok(m) => m,
+                    Err(e) if e.is::<crate::exit::Interrupted>() => {
+                        let what = format!("the round of {size} bytes with {peer}");
+                        return Err(ch.fail(e.context(what)));
+                    }
                     Err(e) => return Err(ch.fail(e)),
                 };
                 phase::enter(RESULT_EXCHANGE, None);
