@@ -6,7 +6,7 @@ pub mod pingpong;
 mod ports;
 
 use crate::Role;
-use crate::cli::{Cli, Command, Compat, ConnectArgs};
+use crate::cli::{Cli, Command, ConnectArgs};
 use crate::connect::endpoint::PortChoice;
 use crate::exit::UsageError;
 use crate::session::{ServerLimits, SessionOptions, StatusSink};
@@ -28,9 +28,6 @@ pub fn run(cli: Cli) -> Result<u8> {
 
 /// Turn the shared connection flags into session options and this process's role.
 pub fn session_options(c: &ConnectArgs) -> Result<(SessionOptions, Role)> {
-    if c.cm && c.compat.is_some() {
-        return Err(UsageError("--cm and --compat cannot be combined".into()).into());
-    }
     if c.device.as_deref().is_some_and(|d| d.trim().is_empty()) {
         return Err(UsageError("-d/--device needs a device name".into()).into());
     }
@@ -62,7 +59,7 @@ pub fn session_options(c: &ConnectArgs) -> Result<(SessionOptions, Role)> {
         },
         mtu: c.mtu,
         cm: c.cm,
-        compat_ibv: c.compat == Some(Compat::Ibv),
+        compat_ibv: false,
         status,
         client_log,
         limits: ServerLimits {

@@ -6,6 +6,7 @@ mod common;
 
 mod api;
 mod cm;
+mod conventions;
 mod faults;
 mod inventory;
 mod perf;

@@ -24,6 +24,8 @@ fn every_json_key_is_documented() {
             "-s",
             "4K",
             "--vs-tcp",
+            "--expect-bw",
+            "1Mb/s",
             "--json",
         ],
         &[
@@ -33,6 +35,8 @@ fn every_json_key_is_documented() {
             "50",
             "--histogram",
             "--vs-tcp",
+            "--expect-lat",
+            "10s",
             "--json",
         ],
         &["write", "--loopback", "-n", "3", "-s", "4K", "--json"],
