@@ -66,8 +66,12 @@ for line in open(sys.argv[1]):
         samples[p[1]].append((float(p[2]), float(p[3]), int(p[4])))
 n, iters, size = sys.argv[2:5]
 print(f"\n{n} alternating rounds of {iters} round trips of {size} B on rxe0 (TCG: compare ratios, not times)")
-print("matched settings (both tools' defaults): RC, rx depth 500, path MTU 1024, every send signalled")
-print("and waited for every round trip; figure: usec/iter = elapsed / round trips (ibv's definition)\n")
+print("(a) matched settings: RC, rx depth 500, path MTU 1024, every send signalled and waited for")
+print("every round trip; figure: usec/iter = elapsed / round trips (ibv_rc_pingpong's definition)")
+print(f"    server: ibv_rc_pingpong -g 1 -s {size} -n {iters}    rdmadiag pingpong -s {size} -n {iters}")
+print(f"    client: ibv_rc_pingpong -g 1 -s {size} -n {iters} 10.77.0.1    rdmadiag pingpong 10.77.0.1 -s {size} -n {iters}")
+print("(b) defaults against defaults: the same runs. Both tools' defaults are these settings (ibv_rc_pingpong")
+print("    needs -g 1 on RoCE to run at all; rdmadiag picks that GID itself), so one table serves both.\n")
 print(f"{'tool':<20}{'rounds':>7}{'min':>9}{'median':>9}{'max':>9}   retransmits per round")
 for k, label in (("ibv", "ibv_rc_pingpong"), ("rdmadiag", "rdmadiag pingpong")):
     v = [s[0] for s in samples[k]]

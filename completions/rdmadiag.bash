@@ -85,72 +85,12 @@ _rdmadiag() {
             return 0
             ;;
         rdmadiag__subcmd__bw)
-            opts="-p -d -i -x -v -c -s -a -n -D -I -q -t -Q -l -o -b -h -V --port --bind --persist --loopback --cm --device --ib-port --gid-index --mtu --timeout --wait --max-size --max-qps --compat --verbose --op --connection --size --all --sizes --iters --duration --vs-tcp --inline --counters --json --qps --tx-depth --cq-mod --post-list --outstanding --bidirectional --units --expect-bw --help --version"
+            opts="-c -s -a -n -D -I -F -p -i -x -v -q -t -Q -l -o -b -w -y -d -h -V --op --connection --size --all --sizes --iters --duration --vs-tcp --inline --CPU-freq --report_gbits --counters --port --bind --persist --loopback --cm --ib-port --gid-index --mtu --timeout --wait --max-size --max-qps --verbose --json --qps --tx-depth --cq-mod --post-list --outstanding --bidirectional --units --expect-bw --limit_bw --expect-msgrate --limit_msgrate --expect-size --device --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
-                --port)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                -p)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --bind)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --device)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                -d)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --ib-port)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                -i)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --gid-index)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                -x)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --mtu)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --timeout)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --wait)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --max-size)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --max-qps)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --compat)
-                    COMPREPLY=($(compgen -W "ibv" -- "${cur}"))
-                    return 0
-                    ;;
                 --op)
                     COMPREPLY=($(compgen -W "send write read" -- "${cur}"))
                     return 0
@@ -196,6 +136,54 @@ _rdmadiag() {
                     return 0
                     ;;
                 -I)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --port)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -p)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --bind)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ib-port)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -i)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --gid-index)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -x)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --mtu)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --wait)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-qps)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -247,6 +235,40 @@ _rdmadiag() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --limit_bw)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -w)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --expect-msgrate)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --limit_msgrate)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -y)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --expect-size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --device)
+                    compopt +o default +o bashdefault 2>/dev/null
+                    COMPREPLY=($(compgen -W "$(ls "${RDMADIAG_SYSFS_ROOT:-/sys/class/infiniband}" 2>/dev/null)" -- "${cur}"))
+                    return 0
+                    ;;
+                -d)
+                    compopt +o default +o bashdefault 2>/dev/null
+                    COMPREPLY=($(compgen -W "$(ls "${RDMADIAG_SYSFS_ROOT:-/sys/class/infiniband}" 2>/dev/null)" -- "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -255,18 +277,20 @@ _rdmadiag() {
             return 0
             ;;
         rdmadiag__subcmd__devices)
-            opts="-d -h -V --device --json --help --version"
+            opts="-d -h -V --json --device --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --device)
-                    COMPREPLY=($(compgen -f "${cur}"))
+                    compopt +o default +o bashdefault 2>/dev/null
+                    COMPREPLY=($(compgen -W "$(ls "${RDMADIAG_SYSFS_ROOT:-/sys/class/infiniband}" 2>/dev/null)" -- "${cur}"))
                     return 0
                     ;;
                 -d)
-                    COMPREPLY=($(compgen -f "${cur}"))
+                    compopt +o default +o bashdefault 2>/dev/null
+                    COMPREPLY=($(compgen -W "$(ls "${RDMADIAG_SYSFS_ROOT:-/sys/class/infiniband}" 2>/dev/null)" -- "${cur}"))
                     return 0
                     ;;
                 *)
@@ -403,72 +427,12 @@ _rdmadiag() {
             return 0
             ;;
         rdmadiag__subcmd__lat)
-            opts="-p -d -i -x -v -c -s -a -n -D -I -h -V --port --bind --persist --loopback --cm --device --ib-port --gid-index --mtu --timeout --wait --max-size --max-qps --compat --verbose --op --connection --size --all --sizes --iters --duration --vs-tcp --inline --counters --json --histogram --timing --expect-lat --expect-percentile --help --version"
+            opts="-c -s -a -n -D -I -F -p -i -x -v -d -h -V --op --connection --size --all --sizes --iters --duration --vs-tcp --inline --CPU-freq --report_gbits --counters --port --bind --persist --loopback --cm --ib-port --gid-index --mtu --timeout --wait --max-size --max-qps --verbose --json --histogram --timing --expect-lat --expect-percentile --expect-size --device --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
-                --port)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                -p)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --bind)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --device)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                -d)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --ib-port)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                -i)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --gid-index)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                -x)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --mtu)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --timeout)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --wait)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --max-size)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --max-qps)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --compat)
-                    COMPREPLY=($(compgen -W "ibv" -- "${cur}"))
-                    return 0
-                    ;;
                 --op)
                     COMPREPLY=($(compgen -W "send write read" -- "${cur}"))
                     return 0
@@ -517,32 +481,6 @@ _rdmadiag() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --timing)
-                    COMPREPLY=($(compgen -W "perftest lean" -- "${cur}"))
-                    return 0
-                    ;;
-                --expect-lat)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --expect-percentile)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                *)
-                    COMPREPLY=()
-                    ;;
-            esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-            return 0
-            ;;
-        rdmadiag__subcmd__pingpong)
-            opts="-p -d -i -x -v -c -s -n -e -h -V --port --bind --persist --loopback --cm --device --ib-port --gid-index --mtu --timeout --wait --max-size --max-qps --compat --verbose --connection --size --iters --rx-depth --events --counters --json --help --version"
-            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-                return 0
-            fi
-            case "${prev}" in
                 --port)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -552,14 +490,6 @@ _rdmadiag() {
                     return 0
                     ;;
                 --bind)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --device)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                -d)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -599,10 +529,46 @@ _rdmadiag() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --compat)
-                    COMPREPLY=($(compgen -W "ibv" -- "${cur}"))
+                --timing)
+                    COMPREPLY=($(compgen -W "perftest lean" -- "${cur}"))
                     return 0
                     ;;
+                --expect-lat)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --expect-percentile)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --expect-size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --device)
+                    compopt +o default +o bashdefault 2>/dev/null
+                    COMPREPLY=($(compgen -W "$(ls "${RDMADIAG_SYSFS_ROOT:-/sys/class/infiniband}" 2>/dev/null)" -- "${cur}"))
+                    return 0
+                    ;;
+                -d)
+                    compopt +o default +o bashdefault 2>/dev/null
+                    COMPREPLY=($(compgen -W "$(ls "${RDMADIAG_SYSFS_ROOT:-/sys/class/infiniband}" 2>/dev/null)" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        rdmadiag__subcmd__pingpong)
+            opts="-c -s -n -e -p -i -x -v -d -h -V --connection --size --iters --rx-depth --events --counters --port --bind --persist --loopback --cm --ib-port --gid-index --mtu --timeout --wait --max-size --max-qps --verbose --compat --json --device --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
                 --connection)
                     COMPREPLY=($(compgen -W "RC UC UD" -- "${cur}"))
                     return 0
@@ -631,28 +597,6 @@ _rdmadiag() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                *)
-                    COMPREPLY=()
-                    ;;
-            esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-            return 0
-            ;;
-        rdmadiag__subcmd__ports)
-            opts="-d -p -v -h -V --device --port --verbose --counters --interval --json --help --version"
-            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-                return 0
-            fi
-            case "${prev}" in
-                --device)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                -d)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 --port)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -661,8 +605,94 @@ _rdmadiag() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --bind)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ib-port)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -i)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --gid-index)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -x)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --mtu)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --wait)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-qps)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --compat)
+                    COMPREPLY=($(compgen -W "ibv" -- "${cur}"))
+                    return 0
+                    ;;
+                --device)
+                    compopt +o default +o bashdefault 2>/dev/null
+                    COMPREPLY=($(compgen -W "$(ls "${RDMADIAG_SYSFS_ROOT:-/sys/class/infiniband}" 2>/dev/null)" -- "${cur}"))
+                    return 0
+                    ;;
+                -d)
+                    compopt +o default +o bashdefault 2>/dev/null
+                    COMPREPLY=($(compgen -W "$(ls "${RDMADIAG_SYSFS_ROOT:-/sys/class/infiniband}" 2>/dev/null)" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        rdmadiag__subcmd__ports)
+            opts="-i -v -d -h -V --ib-port --verbose --counters --interval --json --device --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --ib-port)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -i)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --interval)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --device)
+                    compopt +o default +o bashdefault 2>/dev/null
+                    COMPREPLY=($(compgen -W "$(ls "${RDMADIAG_SYSFS_ROOT:-/sys/class/infiniband}" 2>/dev/null)" -- "${cur}"))
+                    return 0
+                    ;;
+                -d)
+                    compopt +o default +o bashdefault 2>/dev/null
+                    COMPREPLY=($(compgen -W "$(ls "${RDMADIAG_SYSFS_ROOT:-/sys/class/infiniband}" 2>/dev/null)" -- "${cur}"))
                     return 0
                     ;;
                 *)
@@ -673,12 +703,28 @@ _rdmadiag() {
             return 0
             ;;
         rdmadiag__subcmd__read)
-            opts="-p -d -i -x -v -s -n -h -V --port --bind --persist --loopback --cm --device --ib-port --gid-index --mtu --timeout --wait --max-size --max-qps --compat --verbose --size --iters --counters --json --help --version"
+            opts="-s -n -p -i -x -v -d -h -V --size --iters --counters --port --bind --persist --loopback --cm --ib-port --gid-index --mtu --timeout --wait --max-size --max-qps --verbose --json --device --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -s)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --iters)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -n)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --port)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -688,14 +734,6 @@ _rdmadiag() {
                     return 0
                     ;;
                 --bind)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --device)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                -d)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -735,24 +773,14 @@ _rdmadiag() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --compat)
-                    COMPREPLY=($(compgen -W "ibv" -- "${cur}"))
+                --device)
+                    compopt +o default +o bashdefault 2>/dev/null
+                    COMPREPLY=($(compgen -W "$(ls "${RDMADIAG_SYSFS_ROOT:-/sys/class/infiniband}" 2>/dev/null)" -- "${cur}"))
                     return 0
                     ;;
-                --size)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                -s)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --iters)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                -n)
-                    COMPREPLY=($(compgen -f "${cur}"))
+                -d)
+                    compopt +o default +o bashdefault 2>/dev/null
+                    COMPREPLY=($(compgen -W "$(ls "${RDMADIAG_SYSFS_ROOT:-/sys/class/infiniband}" 2>/dev/null)" -- "${cur}"))
                     return 0
                     ;;
                 *)
@@ -763,12 +791,28 @@ _rdmadiag() {
             return 0
             ;;
         rdmadiag__subcmd__write)
-            opts="-p -d -i -x -v -s -n -h -V --port --bind --persist --loopback --cm --device --ib-port --gid-index --mtu --timeout --wait --max-size --max-qps --compat --verbose --size --iters --counters --json --help --version"
+            opts="-s -n -p -i -x -v -d -h -V --size --iters --counters --port --bind --persist --loopback --cm --ib-port --gid-index --mtu --timeout --wait --max-size --max-qps --verbose --json --device --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -s)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --iters)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -n)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --port)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -778,14 +822,6 @@ _rdmadiag() {
                     return 0
                     ;;
                 --bind)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --device)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                -d)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -825,24 +861,14 @@ _rdmadiag() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --compat)
-                    COMPREPLY=($(compgen -W "ibv" -- "${cur}"))
+                --device)
+                    compopt +o default +o bashdefault 2>/dev/null
+                    COMPREPLY=($(compgen -W "$(ls "${RDMADIAG_SYSFS_ROOT:-/sys/class/infiniband}" 2>/dev/null)" -- "${cur}"))
                     return 0
                     ;;
-                --size)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                -s)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --iters)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                -n)
-                    COMPREPLY=($(compgen -f "${cur}"))
+                -d)
+                    compopt +o default +o bashdefault 2>/dev/null
+                    COMPREPLY=($(compgen -W "$(ls "${RDMADIAG_SYSFS_ROOT:-/sys/class/infiniband}" 2>/dev/null)" -- "${cur}"))
                     return 0
                     ;;
                 *)

@@ -1,3 +1,10 @@
+# The RDMA devices present, for -d/--device.
+function __fish_rdmadiag_devices
+    set -l root /sys/class/infiniband
+    set -q RDMADIAG_SYSFS_ROOT; and set root $RDMADIAG_SYSFS_ROOT
+    ls $root 2>/dev/null
+end
+
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_rdmadiag_global_optspecs
     string join \n h/help V/version
@@ -34,55 +41,44 @@ complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "lat" -d 'Latency 
 complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "write" -d 'Diagnose RDMA WRITE: write a patterned buffer into the peer and verify every byte'
 complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "read" -d 'Diagnose RDMA READ: read the peer\'s patterned buffer and verify every byte'
 complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand devices" -s d -l device -d 'Show only this device (e.g. mlx5_0, rxe0)' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand devices" -l json -d 'Print one JSON document instead of tables (schema: docs/json.md)'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand devices" -s d -l device -d 'Show only this device (e.g. mlx5_0, rxe0)' -r -f -a "(__fish_rdmadiag_devices)"
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand devices" -l json -d 'Print one JSON document instead of tables (schema: rdmadiag-json(7))'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand devices" -s h -l help -d 'Print help'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand devices" -s V -l version -d 'Print version'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand ports" -s d -l device -d 'Show only this device (e.g. mlx5_0, rxe0)' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand ports" -s p -l port -d 'Show only this port (1-based, as ibv_devinfo numbers them)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand ports" -s i -l ib-port -d 'Show only this port (1-based; -i as ibv_devinfo and the test commands)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand ports" -l interval -d 'With --counters: read them, wait this long (Ctrl-C ends the wait early), read them again and show what changed and the rate (e.g. 10s)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand ports" -s d -l device -d 'Show only this device (e.g. mlx5_0, rxe0)' -r -f -a "(__fish_rdmadiag_devices)"
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand ports" -s v -l verbose -d 'Add device limits and port details (at least what `ibv_devinfo -v` shows)'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand ports" -l counters -d 'Add the port counters from sysfs (counters/ and hw_counters/); non-zero error counters are highlighted'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand ports" -l json -d 'Print one JSON document instead of tables (schema: docs/json.md)'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand ports" -l json -d 'Print one JSON document instead of tables (schema: rdmadiag-json(7))'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand ports" -s h -l help -d 'Print help'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand ports" -s V -l version -d 'Print version'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -s p -l port -d 'TCP port of the control connection' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l bind -d 'Server: listen on this address only' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -s d -l device -d 'Use this RDMA device (default: the one carrying the IP that reaches the peer)' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -s i -l ib-port -d 'Use this port of the device (1-based)' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -s x -l gid-index -d 'Use this GID index (default on RoCE: the RoCE v2 GID of the IP that reaches the peer)' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l mtu -d 'Path MTU in bytes (default: the smaller active MTU of the two ports)' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l timeout -d 'Longest wait for anything from the peer (connect, each message, each completion)' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l wait -d 'Server: how long to wait for a client before giving up (not with --persist)' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l max-size -d 'Server: refuse tests whose messages are larger than this' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l max-qps -d 'Server: refuse tests that ask for more queue pairs than this' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l compat -d 'Speak another tool\'s protocol instead of rdmadiag\'s' -r -f -a "ibv\t'rdma-core\'s ibv_rc_pingpong / ibv_ud_pingpong exchange (the peer then needs -g IDX)'"
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -s c -l connection -d 'Transport: reliable (RC), unreliable connected (UC) or unreliable datagram (UD)' -r -f -a "RC\t'Reliable connected'
 UC\t'Unreliable connected'
 UD\t'Unreliable datagram'"
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -s s -l size -d 'Message size in bytes; K, M and G are binary (4K = 4096)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -s n -l iters -d 'Number of round trips' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l rx-depth -d 'Receives kept posted' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -s p -l port -d 'TCP port of the control connection' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l bind -d 'Server: listen on this address only' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -s i -l ib-port -d 'Use this port of the device (1-based)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -s x -l gid-index -d 'Use this GID index (default on RoCE: the RoCE v2 GID of the IP that reaches the peer)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l mtu -d 'Path MTU in bytes (default: the smaller active MTU of the two ports)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l timeout -d 'Longest wait for anything from the peer (connect, each message, each completion); a bare number is seconds' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l wait -d 'Server: how long to wait for a client before giving up (not with --persist)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l max-size -d 'Server: refuse tests whose messages are larger than this' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l max-qps -d 'Server: refuse tests that ask for more queue pairs than this' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l compat -d 'Speak another tool\'s protocol instead of rdmadiag\'s' -r -f -a "ibv\t'rdma-core\'s ibv_rc_pingpong / ibv_ud_pingpong exchange (the peer then needs -g IDX)'"
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -s d -l device -d 'Use this RDMA device (default: the one carrying the IP that reaches the peer)' -r -f -a "(__fish_rdmadiag_devices)"
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -s e -l events -d 'Sleep on completion events instead of busy polling'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l counters -d 'Read this host\'s port counters (sysfs counters/ and hw_counters/) before and after the test and show what changed; error counters are marked (client and --loopback only)'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l persist -d 'Server: keep serving, one client after another, whatever test each asks for; each client is logged on stderr (served, told busy, failed)'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l loopback -d 'Run both ends in this process on one device: a self-test needing no peer'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l cm -d 'Connect the queue pairs through rdma_cm (librdmacm) instead of exchanging them by hand'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -s v -l verbose -d 'Print the device, port, GID and MTU used on both ends (on stderr)'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -s e -l events -d 'Sleep on completion events instead of busy polling'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l counters -d 'Read this host\'s port counters (sysfs counters/ and hw_counters/) before and after the test and show what changed; error counters are marked (client and --loopback only)'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l json -d 'Print one JSON document instead of tables (schema: docs/json.md)'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l json -d 'Print one JSON document instead of tables (schema: rdmadiag-json(7))'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -s V -l version -d 'Print version'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s p -l port -d 'TCP port of the control connection' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l bind -d 'Server: listen on this address only' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s d -l device -d 'Use this RDMA device (default: the one carrying the IP that reaches the peer)' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s i -l ib-port -d 'Use this port of the device (1-based)' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s x -l gid-index -d 'Use this GID index (default on RoCE: the RoCE v2 GID of the IP that reaches the peer)' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l mtu -d 'Path MTU in bytes (default: the smaller active MTU of the two ports)' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l timeout -d 'Longest wait for anything from the peer (connect, each message, each completion)' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l wait -d 'Server: how long to wait for a client before giving up (not with --persist)' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l max-size -d 'Server: refuse tests whose messages are larger than this' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l max-qps -d 'Server: refuse tests that ask for more queue pairs than this' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l compat -d 'Speak another tool\'s protocol instead of rdmadiag\'s' -r -f -a "ibv\t'rdma-core\'s ibv_rc_pingpong / ibv_ud_pingpong exchange (the peer then needs -g IDX)'"
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l op -d 'The operation to measure' -r -f -a "send\t''
 write\t''
 read\t''"
@@ -92,8 +88,17 @@ UD\t'Unreliable datagram'"
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s s -l size -d 'Message size; K, M and G are binary (64K = 65536). Default: 64K for bw, 2 for lat' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l sizes -d 'Run these sizes, in order (comma-separated, e.g. 64,4K,64K)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s n -l iters -d 'Operations per size (per QP). Default: 5000 for bw WRITE, else 1000' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s D -l duration -d 'Run each size for this long instead of a number of operations (e.g. 10s)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s D -l duration -d 'Run each size for this long instead of a number of operations (e.g. 10s, 2m; a bare number is seconds, as perftest\'s -D)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s I -l inline -d 'Send messages up to this size inline (0: never); more than the device allows is an error. Default: 0 for bw; for lat 236, or less if the device allows less' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s p -l port -d 'TCP port of the control connection' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l bind -d 'Server: listen on this address only' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s i -l ib-port -d 'Use this port of the device (1-based)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s x -l gid-index -d 'Use this GID index (default on RoCE: the RoCE v2 GID of the IP that reaches the peer)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l mtu -d 'Path MTU in bytes (default: the smaller active MTU of the two ports)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l timeout -d 'Longest wait for anything from the peer (connect, each message, each completion); a bare number is seconds' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l wait -d 'Server: how long to wait for a client before giving up (not with --persist)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l max-size -d 'Server: refuse tests whose messages are larger than this' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l max-qps -d 'Server: refuse tests that ask for more queue pairs than this' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s q -l qps -d 'Queue pairs to spread the operations over' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s t -l tx-depth -d 'Operations in flight per QP' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s Q -l cq-mod -d 'Request a completion every N operations. Default: 100, and 1 for messages over 8 KiB (as perftest); given explicitly, N applies to every size' -r
@@ -101,29 +106,25 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s l -l post-list 
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s o -l outstanding -d 'RDMA READs in flight per QP (--op read). Default: the device\'s maximum, as perftest' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l units -d 'Units of the bandwidth columns' -r -f -a "gbit\t'Gigabits per second (10^9 bits)'
 mib\t'Mebibytes per second (2^20 bytes), as perftest prints by default'"
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l expect-bw -d 'Health check: exit 3 unless every size averages at least this rate (e.g. 90Gb/s, 5000MiB/s)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l expect-bw -d 'Health check: exit 3 unless the average bandwidth is at least this rate, with its unit (90Gb/s, 10GB/s, 900MiB/s), at every size or the one --expect-size names' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s w -l limit_bw -d 'perftest\'s -w / --limit_bw: --expect-bw with a bare number in Gb/s' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l expect-msgrate -d 'Health check: exit 3 unless the message rate is at least this (10Mpps, 500kpps), at every size or the one --expect-size names' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s y -l limit_msgrate -d 'perftest\'s -y / --limit_msgrate: --expect-msgrate with a bare number in Mpps' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l expect-size -d 'The size the thresholds apply to, or every size run' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s d -l device -d 'Use this RDMA device (default: the one carrying the IP that reaches the peer)' -r -f -a "(__fish_rdmadiag_devices)"
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s a -l all -d 'Sweep sizes 2 B to 8 MiB in powers of two'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l vs-tcp -d 'Also run the same sizes over a plain TCP connection between the same hosts and show both side by side, with the CPU time each side spent (like qperf\'s tcp_bw/tcp_lat)'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s F -l CPU-freq -d 'perftest\'s -F (do not fail on CPU frequency scaling): accepted, nothing to do'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l report_gbits -d 'perftest\'s --report_gbits: accepted, Gb/s is already the unit (see --units)'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l counters -d 'Read this host\'s port counters (sysfs counters/ and hw_counters/) before and after the test and show what changed; error counters are marked (client and --loopback only)'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l persist -d 'Server: keep serving, one client after another, whatever test each asks for; each client is logged on stderr (served, told busy, failed)'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l loopback -d 'Run both ends in this process on one device: a self-test needing no peer'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l cm -d 'Connect the queue pairs through rdma_cm (librdmacm) instead of exchanging them by hand'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s v -l verbose -d 'Print the device, port, GID and MTU used on both ends (on stderr)'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s a -l all -d 'Sweep sizes 2 B to 8 MiB in powers of two'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l vs-tcp -d 'Also run the same sizes over a plain TCP connection between the same hosts and show both side by side, with the CPU time each side spent (like qperf\'s tcp_bw/tcp_lat)'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l counters -d 'Read this host\'s port counters (sysfs counters/ and hw_counters/) before and after the test and show what changed; error counters are marked (client and --loopback only)'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l json -d 'Print one JSON document instead of tables (schema: docs/json.md)'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l json -d 'Print one JSON document instead of tables (schema: rdmadiag-json(7))'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s b -l bidirectional -d 'Measure both directions at once; the figures are their sum (as perftest), each direction is shown too'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s V -l version -d 'Print version'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s p -l port -d 'TCP port of the control connection' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l bind -d 'Server: listen on this address only' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s d -l device -d 'Use this RDMA device (default: the one carrying the IP that reaches the peer)' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s i -l ib-port -d 'Use this port of the device (1-based)' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s x -l gid-index -d 'Use this GID index (default on RoCE: the RoCE v2 GID of the IP that reaches the peer)' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l mtu -d 'Path MTU in bytes (default: the smaller active MTU of the two ports)' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l timeout -d 'Longest wait for anything from the peer (connect, each message, each completion)' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l wait -d 'Server: how long to wait for a client before giving up (not with --persist)' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l max-size -d 'Server: refuse tests whose messages are larger than this' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l max-qps -d 'Server: refuse tests that ask for more queue pairs than this' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l compat -d 'Speak another tool\'s protocol instead of rdmadiag\'s' -r -f -a "ibv\t'rdma-core\'s ibv_rc_pingpong / ibv_ud_pingpong exchange (the peer then needs -g IDX)'"
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l op -d 'The operation to measure' -r -f -a "send\t''
 write\t''
 read\t''"
@@ -133,64 +134,75 @@ UD\t'Unreliable datagram'"
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s s -l size -d 'Message size; K, M and G are binary (64K = 65536). Default: 64K for bw, 2 for lat' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l sizes -d 'Run these sizes, in order (comma-separated, e.g. 64,4K,64K)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s n -l iters -d 'Operations per size (per QP). Default: 5000 for bw WRITE, else 1000' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s D -l duration -d 'Run each size for this long instead of a number of operations (e.g. 10s)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s D -l duration -d 'Run each size for this long instead of a number of operations (e.g. 10s, 2m; a bare number is seconds, as perftest\'s -D)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s I -l inline -d 'Send messages up to this size inline (0: never); more than the device allows is an error. Default: 0 for bw; for lat 236, or less if the device allows less' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s p -l port -d 'TCP port of the control connection' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l bind -d 'Server: listen on this address only' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s i -l ib-port -d 'Use this port of the device (1-based)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s x -l gid-index -d 'Use this GID index (default on RoCE: the RoCE v2 GID of the IP that reaches the peer)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l mtu -d 'Path MTU in bytes (default: the smaller active MTU of the two ports)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l timeout -d 'Longest wait for anything from the peer (connect, each message, each completion); a bare number is seconds' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l wait -d 'Server: how long to wait for a client before giving up (not with --persist)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l max-size -d 'Server: refuse tests whose messages are larger than this' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l max-qps -d 'Server: refuse tests that ask for more queue pairs than this' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l timing -d 'How samples are taken: perftest (every operation signalled and its completion polled inside the sample, as ib_*_lat) or lean (a completion every 16th operation, reaped outside the samples). READ always waits for each completion' -r -f -a "perftest\t'As perftest\'s ib_*_lat: every operation signalled, its completion polled in the sample'
 lean\t'A completion every 16th operation, reaped outside the samples'"
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l expect-lat -d 'Health check: exit 3 unless the latency (median, or --expect-percentile) is at most this (e.g. 5us)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l expect-lat -d 'Health check: exit 3 unless the latency (median, or --expect-percentile) is at most this, with its unit (5us, 1ms), at every size or the one --expect-size names' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l expect-percentile -d 'Which percentile --expect-lat applies to: 50, 90, 99, 99.9 or 99.99' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l expect-size -d 'The size --expect-lat applies to, or every size run' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s d -l device -d 'Use this RDMA device (default: the one carrying the IP that reaches the peer)' -r -f -a "(__fish_rdmadiag_devices)"
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s a -l all -d 'Sweep sizes 2 B to 8 MiB in powers of two'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l vs-tcp -d 'Also run the same sizes over a plain TCP connection between the same hosts and show both side by side, with the CPU time each side spent (like qperf\'s tcp_bw/tcp_lat)'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s F -l CPU-freq -d 'perftest\'s -F (do not fail on CPU frequency scaling): accepted, nothing to do'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l report_gbits -d 'perftest\'s --report_gbits: accepted, Gb/s is already the unit (see --units)'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l counters -d 'Read this host\'s port counters (sysfs counters/ and hw_counters/) before and after the test and show what changed; error counters are marked (client and --loopback only)'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l persist -d 'Server: keep serving, one client after another, whatever test each asks for; each client is logged on stderr (served, told busy, failed)'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l loopback -d 'Run both ends in this process on one device: a self-test needing no peer'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l cm -d 'Connect the queue pairs through rdma_cm (librdmacm) instead of exchanging them by hand'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s v -l verbose -d 'Print the device, port, GID and MTU used on both ends (on stderr)'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s a -l all -d 'Sweep sizes 2 B to 8 MiB in powers of two'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l vs-tcp -d 'Also run the same sizes over a plain TCP connection between the same hosts and show both side by side, with the CPU time each side spent (like qperf\'s tcp_bw/tcp_lat)'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l counters -d 'Read this host\'s port counters (sysfs counters/ and hw_counters/) before and after the test and show what changed; error counters are marked (client and --loopback only)'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l json -d 'Print one JSON document instead of tables (schema: docs/json.md)'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l json -d 'Print one JSON document instead of tables (schema: rdmadiag-json(7))'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l histogram -d 'Draw the latency distribution'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s V -l version -d 'Print version'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -s s -l size -d 'Buffer size; K, M and G are binary' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -s n -l iters -d 'How many times to move the buffer' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -s p -l port -d 'TCP port of the control connection' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -l bind -d 'Server: listen on this address only' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -s d -l device -d 'Use this RDMA device (default: the one carrying the IP that reaches the peer)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -s i -l ib-port -d 'Use this port of the device (1-based)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -s x -l gid-index -d 'Use this GID index (default on RoCE: the RoCE v2 GID of the IP that reaches the peer)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -l mtu -d 'Path MTU in bytes (default: the smaller active MTU of the two ports)' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -l timeout -d 'Longest wait for anything from the peer (connect, each message, each completion)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -l timeout -d 'Longest wait for anything from the peer (connect, each message, each completion); a bare number is seconds' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -l wait -d 'Server: how long to wait for a client before giving up (not with --persist)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -l max-size -d 'Server: refuse tests whose messages are larger than this' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -l max-qps -d 'Server: refuse tests that ask for more queue pairs than this' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -l compat -d 'Speak another tool\'s protocol instead of rdmadiag\'s' -r -f -a "ibv\t'rdma-core\'s ibv_rc_pingpong / ibv_ud_pingpong exchange (the peer then needs -g IDX)'"
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -s s -l size -d 'Buffer size; K, M and G are binary' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -s n -l iters -d 'How many times to move the buffer' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -s d -l device -d 'Use this RDMA device (default: the one carrying the IP that reaches the peer)' -r -f -a "(__fish_rdmadiag_devices)"
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -l counters -d 'Read this host\'s port counters (sysfs counters/ and hw_counters/) before and after the test and show what changed; error counters are marked (client and --loopback only)'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -l persist -d 'Server: keep serving, one client after another, whatever test each asks for; each client is logged on stderr (served, told busy, failed)'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -l loopback -d 'Run both ends in this process on one device: a self-test needing no peer'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -l cm -d 'Connect the queue pairs through rdma_cm (librdmacm) instead of exchanging them by hand'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -s v -l verbose -d 'Print the device, port, GID and MTU used on both ends (on stderr)'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -l counters -d 'Read this host\'s port counters (sysfs counters/ and hw_counters/) before and after the test and show what changed; error counters are marked (client and --loopback only)'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -l json -d 'Print one JSON document instead of tables (schema: docs/json.md)'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -l json -d 'Print one JSON document instead of tables (schema: rdmadiag-json(7))'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -s h -l help -d 'Print help'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -s V -l version -d 'Print version'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -s s -l size -d 'Buffer size; K, M and G are binary' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -s n -l iters -d 'How many times to move the buffer' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -s p -l port -d 'TCP port of the control connection' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l bind -d 'Server: listen on this address only' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -s d -l device -d 'Use this RDMA device (default: the one carrying the IP that reaches the peer)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -s i -l ib-port -d 'Use this port of the device (1-based)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -s x -l gid-index -d 'Use this GID index (default on RoCE: the RoCE v2 GID of the IP that reaches the peer)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l mtu -d 'Path MTU in bytes (default: the smaller active MTU of the two ports)' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l timeout -d 'Longest wait for anything from the peer (connect, each message, each completion)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l timeout -d 'Longest wait for anything from the peer (connect, each message, each completion); a bare number is seconds' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l wait -d 'Server: how long to wait for a client before giving up (not with --persist)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l max-size -d 'Server: refuse tests whose messages are larger than this' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l max-qps -d 'Server: refuse tests that ask for more queue pairs than this' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l compat -d 'Speak another tool\'s protocol instead of rdmadiag\'s' -r -f -a "ibv\t'rdma-core\'s ibv_rc_pingpong / ibv_ud_pingpong exchange (the peer then needs -g IDX)'"
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -s s -l size -d 'Buffer size; K, M and G are binary' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -s n -l iters -d 'How many times to move the buffer' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -s d -l device -d 'Use this RDMA device (default: the one carrying the IP that reaches the peer)' -r -f -a "(__fish_rdmadiag_devices)"
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l counters -d 'Read this host\'s port counters (sysfs counters/ and hw_counters/) before and after the test and show what changed; error counters are marked (client and --loopback only)'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l persist -d 'Server: keep serving, one client after another, whatever test each asks for; each client is logged on stderr (served, told busy, failed)'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l loopback -d 'Run both ends in this process on one device: a self-test needing no peer'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l cm -d 'Connect the queue pairs through rdma_cm (librdmacm) instead of exchanging them by hand'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -s v -l verbose -d 'Print the device, port, GID and MTU used on both ends (on stderr)'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l counters -d 'Read this host\'s port counters (sysfs counters/ and hw_counters/) before and after the test and show what changed; error counters are marked (client and --loopback only)'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l json -d 'Print one JSON document instead of tables (schema: docs/json.md)'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l json -d 'Print one JSON document instead of tables (schema: rdmadiag-json(7))'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -s h -l help -d 'Print help'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -s V -l version -d 'Print version'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read help" -f -a "devices" -d 'List RDMA devices: GUID, type, firmware, vendor, ports and their state'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read help" -f -a "ports" -d 'Show ports: state, link layer, MTU, speed, netdev and the GID table with types and IPs'

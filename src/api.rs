@@ -39,6 +39,7 @@ pub fn run(
     role: Role,
     observer: &dyn Observer,
 ) -> Result<TestReport> {
+    session::phase::reset();
     spec.check_combination().map_err(UsageError)?;
     let pingpong = spec.test == "pingpong";
     if pingpong {
@@ -61,7 +62,7 @@ pub fn run(
     let compat = pingpong && opts.compat_ibv;
     let client = |o: &SessionOptions| -> Result<TestReport> {
         Ok(if pingpong {
-            TestReport::Pingpong(Box::new(pingpong::client(o, spec)?))
+            TestReport::Pingpong(Box::new(pingpong::client(o, spec, observer)?))
         } else {
             TestReport::Perf(Box::new(perf::client(o, spec, observer)?))
         })

@@ -1,7 +1,10 @@
 //! The command line: every subcommand and flag, defined once for parsing, man pages and completions.
 
 use crate::connect::control::{self, DEFAULT_PORT};
-use crate::units::{parse_duration, parse_msg_size, parse_mtu};
+use crate::units::{
+    parse_duration, parse_duration_with_unit, parse_msg_rate, parse_msg_rate_mpps, parse_msg_size,
+    parse_mtu, parse_rate, parse_rate_gbits,
+};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::net::IpAddr;
 use std::time::Duration;
@@ -11,11 +14,15 @@ pub use crate::VERSION;
 /// The subcommands' names (for messages that point at a subcommand's help).
 pub const SUBCOMMANDS: &[&str] = &["devices", "ports", "pingpong", "bw", "lat", "write", "read"];
 
+/// Every exit code, in one line: the last line of every `--help` (rdmadiag(1) says it in full).
+pub const EXIT_CODES_HELP: &str = "Exit status: 0 ok, 1 runtime failure, 2 usage error, 3 \
+     threshold not met, 4 data not as sent, 130 interrupted (SIGINT), 143 stopped (SIGTERM).";
+
 /// RDMA diagnostics on one verbs core: devices and ports, ping-pong, bandwidth and latency of
 /// SEND, WRITE and READ, and data verification; JSON for scripts, exit codes for health checks.
 #[derive(Debug, Parser)]
 #[command(name = "rdmadiag", version = VERSION, propagate_version = true)]
-#[command(after_help = "Exit status: 0 ok, 1 runtime failure, 2 usage error, 3 threshold not met.")]
+#[command(after_help = EXIT_CODES_HELP)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -24,25 +31,31 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// List RDMA devices: GUID, type, firmware, vendor, ports and their state.
+    #[command(after_help = EXIT_CODES_HELP)]
     Devices(DevicesArgs),
     /// Show ports: state, link layer, MTU, speed, netdev and the GID table with types and IPs.
+    #[command(after_help = EXIT_CODES_HELP)]
     Ports(PortsArgs),
     /// SEND/RECV ping-pong round trips (like ibv_rc_pingpong): server without HOST, client with.
+    #[command(after_help = EXIT_CODES_HELP)]
     Pingpong(PingpongArgs),
     /// Bandwidth and message rate of SEND, RDMA WRITE or RDMA READ (like ib_*_bw).
+    #[command(after_help = EXIT_CODES_HELP)]
     Bw(BwArgs),
     /// Latency of SEND, RDMA WRITE or RDMA READ, with percentiles (like ib_*_lat).
+    #[command(after_help = EXIT_CODES_HELP)]
     Lat(LatArgs),
     /// Diagnose RDMA WRITE: write a patterned buffer into the peer and verify every byte.
+    #[command(after_help = EXIT_CODES_HELP)]
     Write(XferArgs),
     /// Diagnose RDMA READ: read the peer's patterned buffer and verify every byte.
+    #[command(after_help = EXIT_CODES_HELP)]
     Read(XferArgs),
 }
 
 impl Command {
-    /// Whether the subcommand waits on a peer, or over `ports --interval` (and so wants Ctrl-C
-    /// to unwind cleanly). The inventory commands skip installing the handler otherwise: it
-    /// costs a thread at start-up.
+    /// Whether the subcommand waits on a peer or over `ports --interval` (and so wants SIGINT and
+    /// SIGTERM to unwind it cleanly); the others skip the signal thread's start-up cost.
     pub fn talks_to_a_peer(&self) -> bool {
         match self {
             Command::Devices(_) => false,
@@ -71,8 +84,10 @@ pub enum Compat {
     Ibv,
 }
 
-/// Connection options shared by every test subcommand.
+/// Connection options shared by every test subcommand (`-R` and `-m` are perftest's letters for
+/// `--cm` and `--mtu`, accepted but not shown).
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Connection")]
 pub struct ConnectArgs {
     /// The server to connect to. Without it, this side is the server and serves one client.
     pub host: Option<String>,
@@ -83,12 +98,17 @@ pub struct ConnectArgs {
     pub port: u16,
 
     /// Server: listen on this address only.
-    #[arg(long, value_name = "ADDR", conflicts_with = "host")]
+    #[arg(
+        long,
+        value_name = "ADDR",
+        conflicts_with = "host",
+        help_heading = "Server"
+    )]
     pub bind: Option<IpAddr>,
 
     /// Server: keep serving, one client after another, whatever test each asks for; each client
     /// is logged on stderr (served, told busy, failed).
-    #[arg(long, conflicts_with = "host")]
+    #[arg(long, conflicts_with = "host", help_heading = "Server")]
     pub persist: bool,
 
     /// Run both ends in this process on one device: a self-test needing no peer.
@@ -96,7 +116,7 @@ pub struct ConnectArgs {
     pub loopback: bool,
 
     /// Connect the queue pairs through rdma_cm (librdmacm) instead of exchanging them by hand.
-    #[arg(long)]
+    #[arg(long, short_alias = 'R')]
     pub cm: bool,
 
     /// Use this RDMA device (default: the one carrying the IP that reaches the peer).
@@ -113,73 +133,84 @@ pub struct ConnectArgs {
     pub gid_index: Option<u32>,
 
     /// Path MTU in bytes (default: the smaller active MTU of the two ports).
-    #[arg(long, value_name = "BYTES", value_parser = parse_mtu)]
+    #[arg(long, short_alias = 'm', value_name = "BYTES", value_parser = parse_mtu)]
     pub mtu: Option<u32>,
 
-    /// Longest wait for anything from the peer (connect, each message, each completion).
+    /// Longest wait for anything from the peer (connect, each message, each completion); a bare
+    /// number is seconds.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
     pub timeout: Duration,
 
     /// Server: how long to wait for a client before giving up (not with --persist).
-    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_duration,
+          help_heading = "Server")]
     pub wait: Duration,
 
     /// Server: refuse tests whose messages are larger than this.
-    #[arg(long = "max-size", value_name = "SIZE", default_value = "64M", value_parser = parse_msg_size)]
+    #[arg(long = "max-size", value_name = "SIZE", default_value = "64M", value_parser = parse_msg_size,
+          help_heading = "Server")]
     pub max_size: u32,
 
     /// Server: refuse tests that ask for more queue pairs than this.
     #[arg(long = "max-qps", value_name = "N", default_value_t = 64,
-          value_parser = clap::value_parser!(u32).range(1..=1024))]
+          value_parser = clap::value_parser!(u32).range(1..=1024), help_heading = "Server")]
     pub max_qps: u32,
 
-    /// Speak another tool's protocol instead of rdmadiag's.
-    #[arg(long, value_enum, value_name = "TOOL")]
-    pub compat: Option<Compat>,
-
     /// Print the device, port, GID and MTU used on both ends (on stderr).
-    #[arg(short = 'v', long)]
+    #[arg(short = 'v', long, help_heading = "Output")]
     pub verbose: bool,
 }
 
 #[derive(Debug, Args)]
+#[command(next_help_heading = "Test")]
 pub struct PingpongArgs {
-    #[command(flatten)]
-    pub connect: ConnectArgs,
-
     /// Transport: reliable (RC), unreliable connected (UC) or unreliable datagram (UD).
     #[arg(
         short = 'c',
         long = "connection",
         value_enum,
         default_value = "RC",
-        ignore_case = true
+        ignore_case = true,
+        help_heading = "Test"
     )]
     pub transport: Transport,
 
     /// Message size in bytes; K, M and G are binary (4K = 4096).
     #[arg(short = 's', long = "size", value_name = "SIZE", default_value = "4096",
-          value_parser = parse_msg_size)]
+          value_parser = parse_msg_size, help_heading = "Test")]
     pub size: u32,
 
     /// Number of round trips.
     #[arg(short = 'n', long = "iters", value_name = "N", default_value_t = 1000,
-          value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000_000), help_heading = "Test")]
     pub iterations: u64,
 
     /// Receives kept posted.
     #[arg(long = "rx-depth", value_name = "N", default_value_t = 500,
-          value_parser = clap::value_parser!(u32).range(1..=65536))]
+          value_parser = clap::value_parser!(u32).range(1..=65536), help_heading = "Test")]
     pub rx_depth: u32,
 
     /// Sleep on completion events instead of busy polling.
-    #[arg(short = 'e', long)]
+    #[arg(short = 'e', long, help_heading = "Test")]
     pub events: bool,
 
     /// Read this host's port counters (sysfs counters/ and hw_counters/) before and after the
     /// test and show what changed; error counters are marked (client and --loopback only).
-    #[arg(long)]
+    #[arg(long, help_heading = "Output")]
     pub counters: bool,
+
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+
+    /// Speak another tool's protocol instead of rdmadiag's.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "TOOL",
+        conflicts_with = "cm",
+        help_heading = "Connection"
+    )]
+    pub compat: Option<Compat>,
 
     #[command(flatten)]
     pub output: OutputArgs,
@@ -187,8 +218,9 @@ pub struct PingpongArgs {
 
 /// Output options shared by every subcommand.
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Output")]
 pub struct OutputArgs {
-    /// Print one JSON document instead of tables (schema: docs/json.md).
+    /// Print one JSON document instead of tables (schema: rdmadiag-json(7)).
     #[arg(long)]
     pub json: bool,
 }
@@ -209,8 +241,8 @@ pub struct PortsArgs {
     #[arg(short = 'd', long = "device", value_name = "DEV")]
     pub device: Option<String>,
 
-    /// Show only this port (1-based, as ibv_devinfo numbers them).
-    #[arg(short = 'p', long = "port", value_name = "PORT",
+    /// Show only this port (1-based; -i as ibv_devinfo and the test commands).
+    #[arg(short = 'i', long = "ib-port", value_name = "PORT", short_alias = 'p', alias = "port",
           value_parser = clap::value_parser!(u8).range(1..))]
     pub port: Option<u8>,
 
@@ -310,12 +342,15 @@ impl From<Units> for crate::report::perf::BwUnit {
 
 /// What bw and lat share: the operation, transport, sizes, and how long to run.
 #[derive(Debug, Args)]
+#[command(next_help_heading = "Test")]
 pub struct PerfCommon {
-    #[command(flatten)]
-    pub connect: ConnectArgs,
-
     /// The operation to measure.
-    #[arg(long = "op", value_enum, default_value = "write")]
+    #[arg(
+        long = "op",
+        value_enum,
+        default_value = "write",
+        help_heading = "Test"
+    )]
     pub op: Op,
 
     /// Transport: RC, UC (SEND and WRITE) or UD (SEND only).
@@ -324,106 +359,178 @@ pub struct PerfCommon {
         long = "connection",
         value_enum,
         default_value = "RC",
-        ignore_case = true
+        ignore_case = true,
+        help_heading = "Test"
     )]
     pub transport: Transport,
 
     /// Message size; K, M and G are binary (64K = 65536). Default: 64K for bw, 2 for lat.
     #[arg(short = 's', long = "size", value_name = "SIZE", value_parser = parse_msg_size,
-          conflicts_with_all = ["all", "sizes"])]
+          conflicts_with_all = ["all", "sizes"], help_heading = "Test")]
     pub size: Option<u32>,
 
     /// Sweep sizes 2 B to 8 MiB in powers of two.
-    #[arg(short = 'a', long = "all", conflicts_with = "duration")]
+    #[arg(
+        short = 'a',
+        long = "all",
+        conflicts_with = "duration",
+        help_heading = "Test"
+    )]
     pub all: bool,
 
     /// Run these sizes, in order (comma-separated, e.g. 64,4K,64K).
-    #[arg(long = "sizes", value_name = "LIST", value_delimiter = ',', value_parser = parse_msg_size)]
+    #[arg(long = "sizes", value_name = "LIST", value_delimiter = ',', value_parser = parse_msg_size, help_heading = "Test")]
     pub sizes: Vec<u32>,
 
     /// Operations per size (per QP). Default: 5000 for bw WRITE, else 1000.
     #[arg(short = 'n', long = "iters", value_name = "N",
           value_parser = clap::value_parser!(u64).range(1..=1_000_000_000_000),
-          conflicts_with = "duration")]
+          conflicts_with = "duration", help_heading = "Test")]
     pub iterations: Option<u64>,
 
-    /// Run each size for this long instead of a number of operations (e.g. 10s).
-    #[arg(short = 'D', long = "duration", value_name = "DURATION", value_parser = parse_duration)]
+    /// Run each size for this long instead of a number of operations (e.g. 10s, 2m; a bare
+    /// number is seconds, as perftest's -D).
+    #[arg(short = 'D', long = "duration", value_name = "DURATION", value_parser = parse_duration, help_heading = "Test")]
     pub duration: Option<Duration>,
 
     /// Also run the same sizes over a plain TCP connection between the same hosts and show
     /// both side by side, with the CPU time each side spent (like qperf's tcp_bw/tcp_lat).
-    #[arg(long = "vs-tcp")]
+    #[arg(long = "vs-tcp", help_heading = "Test")]
     pub vs_tcp: bool,
 
     /// Send messages up to this size inline (0: never); more than the device allows is an error.
     /// Default: 0 for bw; for lat 236, or less if the device allows less.
     #[arg(short = 'I', long = "inline", value_name = "BYTES",
-          value_parser = clap::value_parser!(u32).range(0..=1_048_576))]
+          value_parser = clap::value_parser!(u32).range(0..=1_048_576), help_heading = "Test")]
     pub inline: Option<u32>,
+
+    /// perftest's -F (do not fail on CPU frequency scaling): accepted, nothing to do.
+    #[arg(short = 'F', long = "CPU-freq", hide = true)]
+    pub perftest_cpu_freq: bool,
+
+    /// perftest's --report_gbits: accepted, Gb/s is already the unit (see --units).
+    #[arg(long = "report_gbits", hide = true)]
+    pub perftest_report_gbits: bool,
 
     /// Read this host's port counters (sysfs counters/ and hw_counters/) before and after the
     /// test and show what changed; error counters are marked (client and --loopback only).
-    #[arg(long)]
+    #[arg(long, help_heading = "Output")]
     pub counters: bool,
+
+    #[command(flatten)]
+    pub connect: ConnectArgs,
 
     #[command(flatten)]
     pub output: OutputArgs,
 }
 
+/// Which sizes a threshold applies to (`--expect-size`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExpectSize {
+    /// Every size run.
+    All,
+    /// One of the sizes run.
+    Size(u32),
+}
+
+fn parse_expect_size(s: &str) -> Result<ExpectSize, String> {
+    if s.trim().eq_ignore_ascii_case("all") {
+        return Ok(ExpectSize::All);
+    }
+    parse_msg_size(s)
+        .map(ExpectSize::Size)
+        .map_err(|e| format!("{e}, or 'all'"))
+}
+
 #[derive(Debug, Args)]
+#[command(next_help_heading = "Test")]
 pub struct BwArgs {
     #[command(flatten)]
     pub common: PerfCommon,
 
     /// Queue pairs to spread the operations over.
     #[arg(short = 'q', long = "qps", value_name = "N", default_value_t = 1,
-          value_parser = clap::value_parser!(u32).range(1..=1024))]
+          value_parser = clap::value_parser!(u32).range(1..=1024), help_heading = "Test")]
     pub qps: u32,
 
     /// Operations in flight per QP.
     #[arg(short = 't', long = "tx-depth", value_name = "N", default_value_t = 128,
-          value_parser = clap::value_parser!(u32).range(1..=32768))]
+          value_parser = clap::value_parser!(u32).range(1..=32768), help_heading = "Test")]
     pub tx_depth: u32,
 
     /// Request a completion every N operations. Default: 100, and 1 for messages over 8 KiB
     /// (as perftest); given explicitly, N applies to every size.
     #[arg(short = 'Q', long = "cq-mod", value_name = "N",
-          value_parser = clap::value_parser!(u32).range(1..=32768))]
+          value_parser = clap::value_parser!(u32).range(1..=32768), help_heading = "Test")]
     pub cq_mod: Option<u32>,
 
     /// Post this many operations per ibv_post_send call.
     #[arg(short = 'l', long = "post-list", value_name = "N", default_value_t = 16,
-          value_parser = clap::value_parser!(u32).range(1..=64))]
+          value_parser = clap::value_parser!(u32).range(1..=64), help_heading = "Test")]
     pub post_list: u32,
 
     /// RDMA READs in flight per QP (--op read). Default: the device's maximum, as perftest.
     #[arg(short = 'o', long = "outstanding", value_name = "N",
-          value_parser = clap::value_parser!(u32).range(1..=255))]
+          value_parser = clap::value_parser!(u32).range(1..=255), help_heading = "Test")]
     pub outstanding: Option<u32>,
 
     /// Measure both directions at once; the figures are their sum (as perftest), each
     /// direction is shown too.
-    #[arg(short = 'b', long = "bidirectional")]
+    #[arg(short = 'b', long = "bidirectional", help_heading = "Test")]
     pub bidirectional: bool,
 
     /// Units of the bandwidth columns.
-    #[arg(long, value_enum, default_value = "gbit")]
+    #[arg(long, value_enum, default_value = "gbit", help_heading = "Output")]
     pub units: Units,
 
-    /// Health check: exit 3 unless every size averages at least this rate (e.g. 90Gb/s,
-    /// 5000MiB/s).
-    #[arg(long = "expect-bw", value_name = "RATE", value_parser = crate::units::parse_rate)]
+    /// Health check: exit 3 unless the average bandwidth is at least this rate, with its unit
+    /// (90Gb/s, 10GB/s, 900MiB/s), at every size or the one --expect-size names.
+    #[arg(long = "expect-bw", value_name = "RATE", value_parser = parse_rate,
+          help_heading = "Thresholds")]
     pub expect_bw: Option<f64>,
+
+    /// perftest's -w / --limit_bw: --expect-bw with a bare number in Gb/s.
+    #[arg(short = 'w', long = "limit_bw", value_name = "GBPS", value_parser = parse_rate_gbits,
+          conflicts_with = "expect_bw", hide = true)]
+    pub perftest_limit_bw: Option<f64>,
+
+    /// Health check: exit 3 unless the message rate is at least this (10Mpps, 500kpps), at
+    /// every size or the one --expect-size names.
+    #[arg(long = "expect-msgrate", value_name = "RATE", value_parser = parse_msg_rate,
+          help_heading = "Thresholds")]
+    pub expect_msgrate: Option<f64>,
+
+    /// perftest's -y / --limit_msgrate: --expect-msgrate with a bare number in Mpps.
+    #[arg(short = 'y', long = "limit_msgrate", value_name = "MPPS",
+          value_parser = parse_msg_rate_mpps, conflicts_with = "expect_msgrate", hide = true)]
+    pub perftest_limit_msgrate: Option<f64>,
+
+    /// The size the thresholds apply to, or every size run.
+    #[arg(long = "expect-size", value_name = "SIZE|all", default_value = "all",
+          value_parser = parse_expect_size, help_heading = "Thresholds")]
+    pub expect_size: ExpectSize,
+}
+
+impl BwArgs {
+    /// The bandwidth threshold in bits/s, however it was given (--expect-bw or perftest's -w).
+    pub fn bw_threshold(&self) -> Option<f64> {
+        self.expect_bw.or(self.perftest_limit_bw)
+    }
+
+    /// The message-rate threshold in messages/s (--expect-msgrate or perftest's -y).
+    pub fn msgrate_threshold(&self) -> Option<f64> {
+        self.expect_msgrate.or(self.perftest_limit_msgrate)
+    }
 }
 
 #[derive(Debug, Args)]
+#[command(next_help_heading = "Test")]
 pub struct LatArgs {
     #[command(flatten)]
     pub common: PerfCommon,
 
     /// Draw the latency distribution.
-    #[arg(long)]
+    #[arg(long, help_heading = "Output")]
     pub histogram: bool,
 
     /// How samples are taken: perftest (every operation signalled and its completion polled
@@ -433,40 +540,49 @@ pub struct LatArgs {
         long = "timing",
         value_enum,
         value_name = "METHOD",
-        default_value = "perftest"
+        default_value = "perftest",
+        help_heading = "Test"
     )]
     pub timing: LatTiming,
 
     /// Health check: exit 3 unless the latency (median, or --expect-percentile) is at most
-    /// this (e.g. 5us).
-    #[arg(long = "expect-lat", value_name = "DURATION", value_parser = parse_duration)]
+    /// this, with its unit (5us, 1ms), at every size or the one --expect-size names.
+    #[arg(long = "expect-lat", value_name = "DURATION", value_parser = parse_duration_with_unit,
+          help_heading = "Thresholds")]
     pub expect_lat: Option<Duration>,
 
     /// Which percentile --expect-lat applies to: 50, 90, 99, 99.9 or 99.99.
     #[arg(long = "expect-percentile", value_name = "P", default_value = "50",
-          value_parser = crate::units::parse_percentile, requires = "expect_lat")]
+          value_parser = crate::units::parse_percentile, requires = "expect_lat",
+          help_heading = "Thresholds")]
     pub expect_percentile: f64,
+
+    /// The size --expect-lat applies to, or every size run.
+    #[arg(long = "expect-size", value_name = "SIZE|all", default_value = "all",
+          value_parser = parse_expect_size, requires = "expect_lat", help_heading = "Thresholds")]
+    pub expect_size: ExpectSize,
 }
 
 #[derive(Debug, Args)]
+#[command(next_help_heading = "Test")]
 pub struct XferArgs {
-    #[command(flatten)]
-    pub connect: ConnectArgs,
-
     /// Buffer size; K, M and G are binary.
     #[arg(short = 's', long = "size", value_name = "SIZE", default_value = "64K",
-          value_parser = parse_msg_size)]
+          value_parser = parse_msg_size, help_heading = "Test")]
     pub size: u32,
 
     /// How many times to move the buffer.
     #[arg(short = 'n', long = "iters", value_name = "N", default_value_t = 100,
-          value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000_000), help_heading = "Test")]
     pub iterations: u64,
 
     /// Read this host's port counters (sysfs counters/ and hw_counters/) before and after the
     /// test and show what changed; error counters are marked (client and --loopback only).
-    #[arg(long)]
+    #[arg(long, help_heading = "Output")]
     pub counters: bool,
+
+    #[command(flatten)]
+    pub connect: ConnectArgs,
 
     #[command(flatten)]
     pub output: OutputArgs,
@@ -480,62 +596,5 @@ mod tests {
     #[test]
     fn cli_definition_is_consistent() {
         Cli::command().debug_assert();
-    }
-
-    #[test]
-    fn parses_ports_flags() {
-        let c = Cli::try_parse_from(["rdmadiag", "ports", "-d", "rxe0", "-p", "1", "-v", "--json"])
-            .unwrap();
-        let Command::Ports(p) = c.command else {
-            panic!("expected ports")
-        };
-        assert_eq!(p.device.as_deref(), Some("rxe0"));
-        assert_eq!(p.port, Some(1));
-        assert!(p.verbose && p.output.json && !p.counters);
-    }
-
-    #[test]
-    fn ports_interval_needs_counters_and_wants_ctrl_c() {
-        let c =
-            Cli::try_parse_from(["rdmadiag", "ports", "--counters", "--interval", "2s"]).unwrap();
-        assert!(
-            c.command.talks_to_a_peer(),
-            "an interval wants Ctrl-C handled"
-        );
-        let Command::Ports(p) = c.command else {
-            panic!("expected ports")
-        };
-        assert_eq!(p.interval, Some(Duration::from_secs(2)));
-        let e = Cli::try_parse_from(["rdmadiag", "ports", "--interval", "2s"]).unwrap_err();
-        assert_eq!(e.exit_code(), 2);
-        assert!(
-            !Cli::try_parse_from(["rdmadiag", "ports", "--counters"])
-                .unwrap()
-                .command
-                .talks_to_a_peer()
-        );
-    }
-
-    #[test]
-    fn every_test_takes_counters() {
-        for sub in ["pingpong", "bw", "lat", "write", "read"] {
-            let c = Cli::try_parse_from(["rdmadiag", sub, "--loopback", "--counters"]).unwrap();
-            let on = match c.command {
-                Command::Pingpong(a) => a.counters,
-                Command::Bw(a) => a.common.counters,
-                Command::Lat(a) => a.common.counters,
-                Command::Write(a) | Command::Read(a) => a.counters,
-                _ => unreachable!(),
-            };
-            assert!(on, "{sub} --counters");
-        }
-    }
-
-    #[test]
-    fn rejects_bad_ports_as_usage_errors() {
-        for bad in ["0", "-1", "256", "x", ""] {
-            let e = Cli::try_parse_from(["rdmadiag", "ports", "-p", bad]).unwrap_err();
-            assert_eq!(e.exit_code(), 2, "port {bad:?}");
-        }
     }
 }

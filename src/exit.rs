@@ -1,6 +1,7 @@
 //! Exit codes (documented in rdmadiag(1)) and the error kinds that map onto them.
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
 /// Everything went well.
 pub const OK: u8 = 0;
@@ -42,9 +43,84 @@ impl fmt::Display for DataMismatch {
 
 impl std::error::Error for DataMismatch {}
 
-/// The exit code for an error: usage errors 2, data mismatches 4, everything else 1.
+/// Set by SIGINT (Ctrl-C) or SIGTERM: every wait loop checks it and unwinds, releasing resources
+/// on the way (the signal is in [`stop_signal`]).
+pub static STOP: AtomicBool = AtomicBool::new(false);
+
+/// SIGINT's number (Ctrl-C).
+pub const SIGINT: i32 = 2;
+/// SIGTERM's number (timeout(1), a batch scheduler ending a job).
+pub const SIGTERM: i32 = 15;
+
+/// The first signal that asked this process to stop (0: none).
+static STOP_SIGNAL: AtomicI32 = AtomicI32::new(0);
+
+/// Record that `signal` asked the run to stop; true for the first one.
+pub fn record_stop_signal(signal: i32) -> bool {
+    STOP_SIGNAL
+        .compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst)
+        .is_ok()
+}
+
+/// The signal that asked the run to stop, if one did.
+pub fn stop_signal() -> Option<i32> {
+    match STOP_SIGNAL.load(Ordering::SeqCst) {
+        0 => None,
+        s => Some(s),
+    }
+}
+
+/// The exit code of a run a signal stopped: 128 + its number (130 for SIGINT, 143 for SIGTERM).
+pub fn code_for_signal(signal: i32) -> u8 {
+    u8::try_from(128 + signal).unwrap_or(FAILURE)
+}
+
+/// The signal as its name says it, for the line on stderr.
+pub fn signal_name(signal: i32) -> String {
+    match signal {
+        SIGINT => "SIGINT".into(),
+        SIGTERM => "SIGTERM".into(),
+        s => format!("signal {s}"),
+    }
+}
+
+/// A wait that gave up because a signal asked the run to stop (exit code 130 or 143).
+#[derive(Debug)]
+pub struct Interrupted;
+
+impl fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match stop_signal() {
+            Some(s) => write!(f, "stopped by {}", signal_name(s)),
+            None => f.write_str("interrupted"),
+        }
+    }
+}
+
+impl std::error::Error for Interrupted {}
+
+/// Context for an error that ends a run after its report was printed: that report is the run's
+/// one document (no error document follows it); the message says what the report holds.
+#[derive(Debug)]
+pub struct AfterReport(pub String);
+
+impl fmt::Display for AfterReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Whether the report was already printed before `err` ended the run ([`AfterReport`]).
+pub fn after_report(err: &anyhow::Error) -> bool {
+    err.downcast_ref::<AfterReport>().is_some()
+}
+
+/// The exit code for an error: usage errors 2, data mismatches 4, a stop asked for by a signal
+/// 128 + the signal (SIGINT when none was recorded), everything else 1.
 pub fn code_for(err: &anyhow::Error) -> u8 {
-    if err.chain().any(|e| e.is::<UsageError>()) {
+    if err.chain().any(|e| e.is::<Interrupted>()) {
+        code_for_signal(stop_signal().unwrap_or(SIGINT))
+    } else if err.chain().any(|e| e.is::<UsageError>()) {
         USAGE
     } else if err.chain().any(|e| e.is::<DataMismatch>()) {
         DATA_MISMATCH
@@ -68,5 +144,30 @@ mod tests {
         let data: anyhow::Error = DataMismatch("differs".into()).into();
         let wrapped = Err::<(), _>(data).context("round of 4 bytes").unwrap_err();
         assert_eq!(code_for(&wrapped), DATA_MISMATCH);
+    }
+
+    #[test]
+    fn a_stop_exits_128_plus_the_signal() {
+        assert_eq!(code_for_signal(SIGINT), INTERRUPTED);
+        assert_eq!(code_for_signal(SIGTERM), TERMINATED);
+        let stopped = Err::<(), _>(anyhow::Error::new(Interrupted))
+            .context("waiting for a client")
+            .unwrap_err();
+        // No signal recorded (a library caller set STOP itself): as Ctrl-C.
+        assert_eq!(code_for(&stopped), INTERRUPTED);
+        assert_eq!(format!("{stopped:#}"), "waiting for a client: interrupted");
+        assert!(record_stop_signal(SIGTERM), "the first signal is recorded");
+        assert!(!record_stop_signal(SIGINT), "a second does not replace it");
+        assert_eq!(stop_signal(), Some(SIGTERM));
+        assert_eq!(code_for(&stopped), TERMINATED);
+        assert_eq!(
+            format!("{stopped:#}"),
+            "waiting for a client: stopped by SIGTERM"
+        );
+        let cut = Err::<(), _>(anyhow::Error::new(Interrupted))
+            .context(AfterReport("the changes over 1 s".into()))
+            .unwrap_err();
+        assert!(after_report(&cut) && !after_report(&stopped));
+        assert_eq!(code_for(&cut), TERMINATED, "the signal still sets the code");
     }
 }

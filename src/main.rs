@@ -17,34 +17,73 @@ fn main() -> ExitCode {
             return ExitCode::from(exit::USAGE);
         }
         Err(e) => {
-            eprintln!("rdmadiag: {}", usage_line(&e.render().to_string()));
+            let line = usage_line(&e.render().to_string());
+            eprintln!("rdmadiag: {line}");
+            // A script that asked for JSON gets its one document even for a bad command line.
+            if std::env::args().skip(1).any(|a| a == "--json") {
+                let _ = rdmadiag::report::emit_error_json(rdmadiag::report::ErrorBody {
+                    message: &line,
+                    exit_code: exit::USAGE,
+                    phase: None,
+                    peer: None,
+                });
+            }
             return ExitCode::from(exit::USAGE);
         }
     };
     if cli.command.talks_to_a_peer() {
-        install_ctrl_c();
+        handle_stop_signals();
     }
     let json = cli.command.json();
     match commands::run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            let code = exit::code_for(&e);
-            eprintln!("rdmadiag: {e:#}");
-            // Data not as sent: the report, with the mismatch, is already the document.
-            if json && code != exit::DATA_MISMATCH {
-                let _ = rdmadiag::report::emit_error_json(&format!("{e:#}"), code);
+            // Whatever gave way once a signal asked the run to stop, the signal ended it.
+            let signal = exit::stop_signal();
+            let code = signal.map_or_else(|| exit::code_for(&e), exit::code_for_signal);
+            match signal {
+                Some(s) if !e.chain().any(|c| c.is::<exit::Interrupted>()) => {
+                    eprintln!("rdmadiag: stopped by {}: {e:#}", exit::signal_name(s))
+                }
+                _ => eprintln!("rdmadiag: {e:#}"),
+            }
+            // Data not as sent, or a report printed before the signal: that is the document.
+            if json && code != exit::DATA_MISMATCH && !exit::after_report(&e) {
+                let at = rdmadiag::session::phase::current();
+                let _ = rdmadiag::report::emit_error_json(rdmadiag::report::ErrorBody {
+                    message: &format!("{e:#}"),
+                    exit_code: code,
+                    phase: at.as_ref().map(|p| p.phase),
+                    peer: at.as_ref().and_then(|p| p.peer.as_deref()),
+                });
             }
             ExitCode::from(code)
         }
     }
 }
 
-/// First Ctrl-C: ask every wait loop to stop so resources unwind cleanly; second: exit now.
-fn install_ctrl_c() {
+/// First SIGINT or SIGTERM: record which, and ask every wait loop to stop so resources unwind
+/// cleanly (the run then exits 130 or 143); a second: exit at once with its code.
+///
+/// Both signals are blocked in this thread before any other starts, so in every thread, and one
+/// thread takes them with sigwait: it knows which signal came (a handler that only sets a flag,
+/// as ctrlc's, cannot tell SIGTERM from Ctrl-C), and no thread is interrupted inside a verb.
+fn handle_stop_signals() {
+    use nix::sys::signal::{SigSet, Signal};
     use std::sync::atomic::Ordering;
-    let _ = ctrlc::set_handler(|| {
-        if rdmadiag::session::STOP.swap(true, Ordering::SeqCst) {
-            std::process::exit(130);
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGINT);
+    set.add(Signal::SIGTERM);
+    if set.thread_block().is_err() {
+        return; // the default action (the process ends) stays
+    }
+    std::thread::spawn(move || {
+        while let Ok(signal) = set.wait() {
+            let signal = signal as i32;
+            let first = exit::record_stop_signal(signal);
+            if !first || rdmadiag::session::STOP.swap(true, Ordering::SeqCst) {
+                std::process::exit(i32::from(exit::code_for_signal(signal)));
+            }
         }
     });
 }

@@ -1,5 +1,5 @@
-//! The hand-written parts of the man pages: each subcommand's examples, the exit status, the
-//! environment and the related tools.
+//! The hand-written parts of the man pages: examples, other tools' flags, exit status,
+//! environment and related tools.
 //!
 //! Everything else in man/ comes from the clap definition (src/cli.rs). `cargo run --example
 //! gen-docs` renders both into man/ and completions/, and tests/docs.rs fails when those files
@@ -35,8 +35,8 @@ pub const OVERVIEW_EXAMPLES: &[Example] = &[
         commands: &["rdmadiag pingpong --loopback"],
     },
     Example {
-        what: "Every subcommand prints one JSON document with --json (schema: docs/json.md in \
-               the source) and tells the outcome by its exit status:",
+        what: "Every subcommand prints one JSON document with --json (schema: \
+               rdmadiag-json(7)) and tells the outcome by its exit status:",
         commands: &["rdmadiag ports --json | jq '.ports[] | {device, port, state}'"],
     },
 ];
@@ -66,8 +66,9 @@ const BW: &[Example] = &[
         ],
     },
     Example {
-        what: "Ten seconds per size, both directions at once, in MiB/s like perftest:",
-        commands: &["client$ rdmadiag bw 10.0.0.1 -D 10s -b --units mib"],
+        what: "Ten seconds per size (-D 10 as perftest, or -D 10s), both directions at once, in \
+               MiB/s like perftest:",
+        commands: &["client$ rdmadiag bw 10.0.0.1 -D 10 -b --units mib"],
     },
     Example {
         what: "A self-test of one device, no peer needed:",
@@ -80,8 +81,14 @@ const BW: &[Example] = &[
     },
     Example {
         what: "A health check: exit status 3 (and one line saying by how much) when the link \
-               averages less than 90 Gb/s:",
-        commands: &["client$ rdmadiag bw 10.0.0.1 -s 1M --expect-bw 90Gb/s"],
+               averages less than 90 Gb/s; the rate needs its unit (90Gb/s, 10GB/s, 900MiB/s). \
+               The verdict at each size is in the JSON too (thresholds):",
+        commands: &[
+            "client$ rdmadiag bw 10.0.0.1 -s 1M --expect-bw 90Gb/s",
+            "client$ rdmadiag bw 10.0.0.1 --sizes 4K,1M --expect-bw 90Gb/s --expect-size 1M",
+            "client$ rdmadiag bw 10.0.0.1 -a --expect-msgrate 10Mpps --expect-size 64 --json | \
+             jq '.thresholds[] | select(.ok | not)'",
+        ],
     },
     Example {
         what: "One JSON document per run, for scripts:",
@@ -120,7 +127,7 @@ const WRITE: &[Example] = &[
     Example {
         what: "Write a patterned 64 KiB buffer into the server's memory 100 times; the server \
                verifies every byte (a mismatch prints offset, expected and found bytes, and \
-               exits 1):",
+               exits 4):",
         commands: &["server$ rdmadiag write", "client$ rdmadiag write 10.0.0.1"],
     },
     Example {
@@ -162,7 +169,7 @@ pub const DEFAULT_EXAMPLES: &[Example] = &[
         ],
     },
     Example {
-        what: "One JSON document for scripts (schema: docs/json.md in the source):",
+        what: "One JSON document for scripts (schema: rdmadiag-json(7)):",
         commands: &["rdmadiag {cmd} 10.0.0.1 --json"],
     },
 ];
@@ -179,7 +186,7 @@ const DEVICES: &[Example] = &[
     },
     Example {
         what: "For scripts: the names of the devices with at least one active port \
-               (schema: docs/json.md in the source):",
+               (schema: rdmadiag-json(7)):",
         commands: &[
             "rdmadiag devices --json | jq -r '.devices[] | select(.ports_active > 0) | .name'",
         ],
@@ -198,7 +205,7 @@ const PORTS: &[Example] = &[
     },
     Example {
         what: "One port of one device (ibv_devinfo -d mlx5_0 -i 1):",
-        commands: &["rdmadiag ports -d mlx5_0 -p 1"],
+        commands: &["rdmadiag ports -d mlx5_0 -i 1"],
     },
     Example {
         what: "Add the device limits and every port detail (ibv_devinfo -v):",
@@ -206,20 +213,20 @@ const PORTS: &[Example] = &[
     },
     Example {
         what: "Add the port counters from sysfs; non-zero error counters are highlighted:",
-        commands: &["rdmadiag ports -d mlx5_0 -p 1 --counters"],
+        commands: &["rdmadiag ports -d mlx5_0 -i 1 --counters"],
     },
     Example {
         what: "For scripts: each port's state, and the GID index rdmadiag uses by default \
-               (what -x takes; schema: docs/json.md in the source):",
+               (what -x takes; schema: rdmadiag-json(7)):",
         commands: &[
             "rdmadiag ports --json | jq -r '.ports[] | [.device, .port, .state] | @tsv'",
-            "rdmadiag ports -d rxe0 -p 1 --json | jq '.ports[0].default_gid_index'",
+            "rdmadiag ports -d rxe0 -i 1 --json | jq '.ports[0].default_gid_index'",
         ],
     },
     Example {
         what: "What the counters did over ten seconds (Ctrl-C ends the wait early, exit status \
                130), with rates; error counters that rose are marked:",
-        commands: &["rdmadiag ports -d mlx5_0 -p 1 --counters --interval 10s"],
+        commands: &["rdmadiag ports -d mlx5_0 -i 1 --counters --interval 10s"],
     },
     Example {
         what: "For scripts: the error counters that rose over a minute, port by port:",
@@ -283,8 +290,8 @@ const PINGPONG: &[Example] = &[
         ],
     },
     Example {
-        what: "For scripts: the latency percentiles as one JSON document (schema: docs/json.md \
-               in the source); the exit status tells success from failure:",
+        what: "For scripts: the latency percentiles as one JSON document (schema: \
+               rdmadiag-json(7)); the exit status tells success from failure:",
         commands: &["client$ rdmadiag pingpong 10.0.0.1 --json | jq '{median_us, p99_us, max_us}'"],
     },
 ];
@@ -302,6 +309,78 @@ pub fn expand(line: &str, subcommand: &str) -> String {
     line.replace("{cmd}", subcommand)
 }
 
+/// Flags of the tools rdmadiag replaces that it accepts without showing them in `--help`:
+/// (flag as written, what it does here, the subcommands that take it).
+pub const OTHER_TOOLS_FLAGS: &[(&str, &str, &[&str])] = &[
+    (
+        "-R",
+        "perftest's rdma_cm switch: the same as --cm.",
+        TEST_COMMANDS,
+    ),
+    (
+        "-m MTU",
+        "perftest's and ibv_rc_pingpong's path MTU: the same as --mtu.",
+        TEST_COMMANDS,
+    ),
+    (
+        "-F, --CPU-freq",
+        "perftest's \"do not fail on CPU frequency scaling\": accepted; rdmadiag has no such \
+         check, so there is nothing to silence.",
+        &["bw", "lat"],
+    ),
+    (
+        "--report_gbits",
+        "perftest's Gb/s switch: accepted; Gb/s is already the unit (--units mib for MiB/s).",
+        &["bw", "lat"],
+    ),
+    (
+        "-w GBPS, --limit_bw GBPS",
+        "perftest's bandwidth limit: the same as --expect-bw, where a bare number is Gb/s \
+         (-w 90 is --expect-bw 90Gb/s).",
+        &["bw"],
+    ),
+    (
+        "-y MPPS, --limit_msgrate MPPS",
+        "perftest's message-rate limit: the same as --expect-msgrate, where a bare number is \
+         Mpps (-y 10 is --expect-msgrate 10Mpps).",
+        &["bw"],
+    ),
+    (
+        "-p PORT",
+        "what this command took for -i before: still the port of the device.",
+        &["ports"],
+    ),
+];
+
+/// The subcommands that talk to a peer.
+const TEST_COMMANDS: &[&str] = &["pingpong", "bw", "lat", "write", "read"];
+
+/// What the section of other tools' flags says first, on a subcommand's page.
+pub fn other_tools_intro(subcommand: &str) -> &'static str {
+    match subcommand {
+        "ports" => "Letters that this command accepts but --help does not show.",
+        "bw" | "lat" => {
+            "Letters of perftest (ib_*_bw, ib_*_lat) and ibv_rc_pingpong that this command \
+             accepts but --help does not show. As in perftest, -D takes seconds as a bare \
+             number (-D 10), -a sweeps 2 B to 8 MiB, and -s, -n, -c, -d, -i, -x, -p and -I mean \
+             what they mean there (bw also -q, -t, -Q, -l, -o and -b)."
+        }
+        _ => {
+            "Letters of perftest and ibv_rc_pingpong that this command accepts but --help does \
+             not show."
+        }
+    }
+}
+
+/// The other tools' flags one subcommand accepts.
+pub fn other_tools_flags(subcommand: &str) -> Vec<(&'static str, &'static str)> {
+    OTHER_TOOLS_FLAGS
+        .iter()
+        .filter(|(_, _, subs)| subs.contains(&subcommand))
+        .map(|(flag, what, _)| (*flag, *what))
+        .collect()
+}
+
 /// EXIT STATUS, on every page.
 pub const EXIT_STATUS: &[(u8, &str)] = &[
     (exit::OK, "Success."),
@@ -316,7 +395,23 @@ pub const EXIT_STATUS: &[(u8, &str)] = &[
     ),
     (
         exit::THRESHOLD,
-        "The command ran, but a health threshold given on the command line was not met.",
+        "The command ran, but a health threshold given on the command line (--expect-*) was \
+         not met; one line on standard error says which and by how much.",
+    ),
+    (
+        exit::DATA_MISMATCH,
+        "Data did not arrive as sent: write or read found a transfer whose bytes differ; the \
+         transfer, offset, expected and found bytes are on standard error.",
+    ),
+    (
+        exit::INTERRUPTED,
+        "Interrupted by SIGINT (Ctrl-C): the test stopped, released its queue pairs and memory, \
+         and said so on standard error. A second Ctrl-C exits at once.",
+    ),
+    (
+        exit::TERMINATED,
+        "Stopped by SIGTERM (timeout(1), a batch scheduler ending the job): stopped and \
+         cleaned up as for SIGINT.",
     ),
 ];
 
@@ -330,6 +425,7 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[(
 
 /// The other tools in SEE ALSO, on every page: (name, manual section).
 pub const SEE_ALSO: &[(&str, &str)] = &[
+    ("rdmadiag-json", "7"),
     ("ibv_devices", "1"),
     ("ibv_devinfo", "1"),
     ("ibv_rc_pingpong", "1"),
@@ -403,7 +499,65 @@ mod tests {
         let codes: Vec<u8> = EXIT_STATUS.iter().map(|(c, _)| *c).collect();
         assert_eq!(
             codes,
-            [exit::OK, exit::FAILURE, exit::USAGE, exit::THRESHOLD]
+            [
+                exit::OK,
+                exit::FAILURE,
+                exit::USAGE,
+                exit::THRESHOLD,
+                exit::DATA_MISMATCH,
+                exit::INTERRUPTED,
+                exit::TERMINATED
+            ]
         );
+        // --help says the same codes in one line.
+        for (code, _) in EXIT_STATUS {
+            assert!(
+                crate::cli::EXIT_CODES_HELP.contains(&format!(" {code} ")),
+                "--help does not name exit code {code}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_hidden_flag_is_documented_and_parses() {
+        for sub in Cli::command().get_subcommands() {
+            let documented = other_tools_flags(sub.get_name());
+            for arg in sub.get_arguments().filter(|a| a.is_hide_set()) {
+                let names: Vec<String> = arg
+                    .get_short()
+                    .map(|c| format!("-{c}"))
+                    .into_iter()
+                    .chain(arg.get_long().map(|l| format!("--{l}")))
+                    .collect();
+                for name in &names {
+                    assert!(
+                        documented
+                            .iter()
+                            .any(|(flag, _)| flag.split([',', ' ']).any(|w| w == name)),
+                        "{} {name} is hidden from --help but not in src/manual.rs's \
+                         OTHER_TOOLS_FLAGS",
+                        sub.get_name()
+                    );
+                }
+            }
+            // Every documented letter parses on that subcommand (with a value where it takes one).
+            for (flag, _) in documented {
+                let mut words = flag.split(", ").next().unwrap().split(' ');
+                let mut args = vec!["rdmadiag", sub.get_name(), "10.0.0.1"];
+                if sub.get_name() == "ports" {
+                    args.pop();
+                }
+                args.push(words.next().unwrap());
+                let value = match words.next() {
+                    Some("MTU") => Some("1024"),
+                    Some(_) => Some("1"),
+                    None => None,
+                };
+                args.extend(value);
+                if let Err(e) = Cli::try_parse_from(&args) {
+                    panic!("{args:?}: {e}");
+                }
+            }
+        }
     }
 }

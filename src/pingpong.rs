@@ -2,6 +2,7 @@
 
 use crate::connect::control::QpType;
 use crate::connect::test_qp::{GRH_BYTES, TestQp};
+use crate::perf::Progress;
 use crate::stats::LatencyRecorder;
 use crate::verbs::{Completion, CompletionQueue, SendOp, SendRequest, UdDest};
 use anyhow::{Result, bail};
@@ -145,7 +146,7 @@ impl<'a> Poller<'a> {
                 }
             }
             if stop.load(Ordering::Relaxed) {
-                bail!("interrupted");
+                return Err(crate::exit::Interrupted.into());
             }
         }
     }
@@ -218,20 +219,23 @@ pub enum Side {
     Responder,
 }
 
-/// Run `p.iterations` round trips. The peer's QP number and Q_Key are needed for UD.
+/// Round trips between updates of the progress counters (two relaxed stores, off the hot path).
+const PROGRESS_EVERY: u64 = 64;
+
+/// Run `p.iterations` round trips. The peer's QP number and Q_Key are needed for UD; `progress`
+/// counts the round trips done (for a progress line).
 pub fn run(
     tq: &TestQp,
     side: Side,
-    remote_qpn: u32,
-    remote_qkey: u32,
+    remote: (u32, u32),
     p: &PingpongParams,
+    progress: &Progress,
     stop: &AtomicBool,
 ) -> Result<PingpongOutcome> {
     let mut poller = Poller::new(&tq.cq, p.events);
     let mut latency = LatencyRecorder::new();
     // Sends posted, and sends known complete (through the signaled ones).
     let (mut sent, mut acked) = (0u64, 0u64);
-    let remote = (remote_qpn, remote_qkey);
     let mut start = None;
     let mut last_reply: Option<Instant> = None;
     let mut rounds = 0u64;
@@ -275,9 +279,14 @@ pub fn run(
         // the round trip also ends only once our send has completed.
         let mut got = early.take();
         while got.is_none() || (strict && side == Side::Initiator && acked < sent) {
-            let Some(c) = poller
-                .next(p.timeout, stop)
-                .map_err(|e| anyhow::anyhow!("{e} during round trip {}{of_n}", i + 1))?
+            let Some(c) = poller.next(p.timeout, stop).map_err(|e| {
+                // A stop keeps its kind (its exit code); other errors read as before.
+                if e.is::<crate::exit::Interrupted>() {
+                    e.context(format!("round trip {}{of_n}", i + 1))
+                } else {
+                    anyhow::anyhow!("{e} during round trip {}{of_n}", i + 1)
+                }
+            })?
             else {
                 let what = if got.is_some() {
                     "our send's completion"
@@ -327,6 +336,9 @@ pub fn run(
         // Replace the consumed receive after the reply is on its way (off the critical path).
         tq.qp.post_recv(got.wr_id, &tq.mr, slot(tq, p))?;
         rounds = i + 1;
+        if rounds.is_multiple_of(PROGRESS_EVERY) {
+            progress.set(rounds, rounds * p.size as u64);
+        }
         if last {
             break;
         }
@@ -344,6 +356,7 @@ pub fn run(
             acked = (c.wr_id & !SEND_BIT) + 1;
         }
     }
+    progress.set(rounds, rounds * p.size as u64);
     Ok(PingpongOutcome {
         latency,
         elapsed: start.map_or(Duration::ZERO, |s| s.elapsed()),

@@ -1,4 +1,4 @@
-//! Parsing of sizes ("4K" = 4096), durations ("10s") and MTUs given on the command line.
+//! Parsing of sizes ("4K" = 4096), durations ("10s", "10"), rates and MTUs on the command line.
 
 use std::time::Duration;
 
@@ -34,9 +34,30 @@ pub fn parse_msg_size(s: &str) -> Result<u32, String> {
         .map_err(|_| format!("'{s}' is larger than 4 GiB - 1, the largest RDMA message"))
 }
 
-/// A non-zero duration in humantime form: 10s, 500ms, 2m.
+/// A non-zero duration: a bare number is seconds (perftest's `-D 10`), else humantime form:
+/// 10s, 500ms, 2m.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(s.trim())
+    let t = s.trim();
+    let d = match t.parse::<u64>() {
+        Ok(secs) => Duration::from_secs(secs),
+        Err(_) => parse_duration_with_unit(t)?,
+    };
+    if d.is_zero() {
+        return Err("a duration must be longer than zero".into());
+    }
+    Ok(d)
+}
+
+/// A non-zero duration that names its unit (5us, 1ms, 2s): for thresholds, where a bare number
+/// could mean seconds or microseconds and a wrong guess would always pass.
+pub fn parse_duration_with_unit(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    if !t.is_empty() && t.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return Err(format!(
+            "'{s}' has no unit: write e.g. {t}us, {t}ms or {t}s"
+        ));
+    }
+    let d = humantime::parse_duration(t)
         .map_err(|e| format!("'{s}' is not a duration ({e}; examples: 10s, 500ms, 2m)"))?;
     if d.is_zero() {
         return Err("a duration must be longer than zero".into());
@@ -55,22 +76,34 @@ pub fn parse_mtu(s: &str) -> Result<u32, String> {
     }
 }
 
-/// A data rate in bits per second: 90Gb/s, 90Gbps, 100G (bits), 5000MiB/s, 12.5GB/s (bytes).
-pub fn parse_rate(s: &str) -> Result<f64, String> {
-    let t = s.trim();
+/// A positive number and what follows it ("90Gb/s" -> (90, "Gb/s")).
+fn number_and_unit<'a>(s: &str, t: &'a str, examples: &str) -> Result<(f64, &'a str), String> {
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     let n: f64 = num
         .parse()
-        .map_err(|_| format!("'{s}' is not a rate (examples: 90Gb/s, 5000MiB/s)"))?;
+        .map_err(|_| format!("'{s}' is not a rate (examples: {examples})"))?;
     if !(n.is_finite() && n > 0.0) {
         return Err("a rate must be greater than zero".into());
     }
-    let unit = unit.trim().trim_end_matches("/s").trim_end_matches("ps");
+    Ok((n, unit.trim()))
+}
+
+/// A data rate in bits per second, its unit required: 90Gb/s, 90Gbps, 100G (bits), 5000MiB/s,
+/// 12.5GB/s (bytes). A bare number is refused: `--expect-bw 90` would mean 90 bit/s and pass.
+pub fn parse_rate(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let (n, unit) = number_and_unit(s, t, "90Gb/s, 5000MiB/s")?;
+    let unit = unit.trim_end_matches("/s").trim_end_matches("ps");
     let mult = match unit {
-        "" | "b" => 1.0,
+        "" => {
+            return Err(format!(
+                "'{s}' has no unit: write e.g. {t}Gb/s (bits), {t}GB/s or {t}MiB/s (bytes)"
+            ));
+        }
+        "b" => 1.0,
         "K" | "k" | "Kb" | "kb" => 1e3,
         "M" | "Mb" => 1e6,
         "G" | "Gb" => 1e9,
@@ -89,6 +122,41 @@ pub fn parse_rate(s: &str) -> Result<f64, String> {
         }
     };
     Ok(n * mult)
+}
+
+/// A data rate in Gb/s when bare (perftest's `-w 90`), else as [`parse_rate`].
+pub fn parse_rate_gbits(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(n) if n.is_finite() && n > 0.0 => Ok(n * 1e9),
+        Ok(_) => Err("a rate must be greater than zero".into()),
+        Err(_) => parse_rate(s),
+    }
+}
+
+/// A message rate in messages per second, its unit required: 10Mpps, 500kpps, 2000pps (also
+/// Mmsg/s, kmsg/s, msg/s).
+pub fn parse_msg_rate(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let (n, unit) = number_and_unit(s, t, "10Mpps, 500kpps")?;
+    let mult = match unit {
+        "" => return Err(format!("'{s}' has no unit: write e.g. {t}Mpps or {t}kpps")),
+        "pps" | "msg/s" => 1.0,
+        "kpps" | "Kpps" | "kmsg/s" => 1e3,
+        "Mpps" | "Mmsg/s" => 1e6,
+        "Gpps" => 1e9,
+        _ => return Err(format!("'{s}': unknown unit (use Mpps, kpps or pps)")),
+    };
+    Ok(n * mult)
+}
+
+/// A message rate in millions per second when bare (perftest's `-y 10`), else as
+/// [`parse_msg_rate`].
+pub fn parse_msg_rate_mpps(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(n) if n.is_finite() && n > 0.0 => Ok(n * 1e6),
+        Ok(_) => Err("a rate must be greater than zero".into()),
+        Err(_) => parse_msg_rate(s),
+    }
 }
 
 /// A latency percentile: 50, 90, 99, 99.9 or 99.99.
@@ -135,7 +203,21 @@ mod tests {
     fn durations_and_mtus() {
         assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
         assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(
+            parse_duration("10"),
+            Ok(Duration::from_secs(10)),
+            "perftest's -D 10"
+        );
+        assert_eq!(parse_duration(" 2 "), Ok(Duration::from_secs(2)));
+        assert!(parse_duration("0").is_err());
         assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("1.5").is_err());
+        let e = parse_duration_with_unit("5").unwrap_err();
+        assert!(e.contains("5us") && e.contains("no unit"), "{e}");
+        assert_eq!(
+            parse_duration_with_unit("5us"),
+            Ok(Duration::from_micros(5))
+        );
         assert!(parse_duration("soon").is_err());
         assert_eq!(parse_mtu("4K"), Ok(4096));
         assert_eq!(parse_mtu("1024"), Ok(1024));
@@ -149,9 +231,26 @@ mod tests {
         assert_eq!(parse_rate("100G"), Ok(100e9));
         assert_eq!(parse_rate("12.5GB/s"), Ok(100e9));
         assert_eq!(parse_rate("1MiB/s"), Ok(8.0 * 1048576.0));
-        for bad in ["", "0Gb/s", "fast", "10 furlongs", "-5Gb/s"] {
+        for bad in ["", "0Gb/s", "fast", "10 furlongs", "-5Gb/s", "90"] {
             assert!(parse_rate(bad).is_err(), "{bad:?}");
         }
+        let e = parse_rate("90").unwrap_err();
+        for unit in ["90Gb/s", "90GB/s", "90MiB/s"] {
+            assert!(e.contains(unit), "{e} names {unit}");
+        }
+        assert_eq!(parse_rate_gbits("90"), Ok(90e9), "perftest's -w is Gb/s");
+        assert_eq!(parse_rate_gbits("1MiB/s"), Ok(8.0 * 1048576.0));
+        assert!(parse_rate_gbits("0").is_err());
+        assert_eq!(parse_msg_rate("10Mpps"), Ok(10e6));
+        assert_eq!(parse_msg_rate("500kpps"), Ok(500e3));
+        assert_eq!(parse_msg_rate("2000pps"), Ok(2000.0));
+        assert!(parse_msg_rate("10").unwrap_err().contains("10Mpps"));
+        assert!(parse_msg_rate("10Gb/s").is_err());
+        assert_eq!(
+            parse_msg_rate_mpps("2.5"),
+            Ok(2.5e6),
+            "perftest's -y is Mpps"
+        );
         assert_eq!(parse_percentile("99.9"), Ok(99.9));
         assert_eq!(parse_percentile("50"), Ok(50.0));
         assert!(parse_percentile("75").is_err());

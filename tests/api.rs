@@ -21,6 +21,7 @@ fn opts() -> SessionOptions {
         cm: false,
         compat_ibv: false,
         status: StatusSink::default(),
+        client_log: StatusSink::default(),
         limits: ServerLimits::default(),
     }
 }

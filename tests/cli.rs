@@ -81,6 +81,9 @@ fn usage_errors_exit_2_with_one_line() {
         &["ports", "-p", "0"],
         &["ports", "-p", "x"],
         &["ports", "-p", "300"],
+        &["ports", "-i", "0"],
+        &["ports", "-i", "x"],
+        &["ports", "-i", "300"],
         &["ports", "--no-such-flag"],
         &["devices", "-d"],
         &["devices", "extra"],
@@ -103,7 +106,13 @@ fn help_and_version_exit_0() {
     assert!(v.contains('('), "version carries the git revision: {v}");
     let o = rdmadiag(&["ports", "--help"]);
     assert_eq!(o.status.code(), Some(0));
-    for flag in ["--device", "--port", "--verbose", "--counters", "--json"] {
+    for flag in [
+        "--device",
+        "-i, --ib-port",
+        "--verbose",
+        "--counters",
+        "--json",
+    ] {
         assert!(stdout(&o).contains(flag), "{flag} in help");
     }
 }
@@ -116,7 +125,10 @@ fn counters_misuse_is_a_usage_error_before_any_wait() {
         let o = rdmadiag(&[sub, "--counters", "--wait", "30s"]);
         assert_eq!(o.status.code(), Some(2), "{sub}: {}", stderr(&o));
         let line = one_error_line(&o);
-        assert!(line.contains("--counters is for the client"), "{line}");
+        assert!(
+            line.contains("--counters") && line.contains("server's HOST"),
+            "{line}"
+        );
         assert!(
             t.elapsed() < std::time::Duration::from_secs(10),
             "{sub} waited"
@@ -131,4 +143,243 @@ fn counters_misuse_is_a_usage_error_before_any_wait() {
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
         one_error_line(&o);
     }
+}
+
+#[test]
+fn help_groups_flags_names_exit_codes_and_hides_other_tools_letters() {
+    let o = rdmadiag(&["bw", "--help"]);
+    assert_eq!(o.status.code(), Some(0));
+    let help = stdout(&o);
+    let at = |heading: &str| {
+        help.find(&format!("\n{heading}:\n"))
+            .unwrap_or_else(|| panic!("no {heading} heading in bw --help:\n{help}"))
+    };
+    // Each flag under its heading: the heading is the last one before it.
+    for (flag, heading) in [
+        ("--op <OP>", "Test"),
+        ("--qps <N>", "Test"),
+        ("--port <PORT>", "Connection"),
+        ("--cm", "Connection"),
+        ("--persist", "Server"),
+        ("--max-qps <N>", "Server"),
+        ("--json", "Output"),
+        ("--units <UNITS>", "Output"),
+        ("--counters", "Output"),
+        ("--expect-bw <RATE>", "Thresholds"),
+        ("--expect-msgrate <RATE>", "Thresholds"),
+        ("--expect-size <SIZE|all>", "Thresholds"),
+    ] {
+        let pos = help
+            .find(flag)
+            .unwrap_or_else(|| panic!("{flag} not in help"));
+        let last = ["Test", "Connection", "Server", "Output", "Thresholds"]
+            .into_iter()
+            .filter(|h| at(h) < pos)
+            .max_by_key(|h| at(h));
+        assert_eq!(last, Some(heading), "{flag}");
+    }
+    for hidden in [
+        "  -R",
+        "  -F",
+        "  -w",
+        "  -y",
+        "  -m",
+        "report_gbits",
+        "limit_bw",
+        "--compat",
+    ] {
+        assert!(!help.contains(hidden), "bw --help shows {hidden}");
+    }
+    for sub in rdmadiag::cli::SUBCOMMANDS {
+        let help = stdout(&rdmadiag(&[sub, "--help"]));
+        for code in [
+            "0 ok",
+            "1 runtime",
+            "2 usage",
+            "3 threshold",
+            "4 data",
+            "130",
+            "143",
+        ] {
+            assert!(
+                help.contains(code),
+                "{sub} --help does not say exit code {code}"
+            );
+        }
+    }
+}
+
+#[test]
+fn thresholds_that_cannot_be_judged_are_usage_errors() {
+    // Each is refused before any device is opened: the same on a host without RDMA.
+    for (args, needle) in [
+        (&["bw", "10.0.0.1", "--expect-bw", "90"][..], "90Gb/s"),
+        (&["bw", "10.0.0.1", "--expect-bw", "90"], "MiB/s"),
+        (&["bw", "10.0.0.1", "--expect-msgrate", "10"], "10Mpps"),
+        (&["lat", "10.0.0.1", "--expect-lat", "5"], "5us"),
+        (&["bw", "--expect-bw", "90Gb/s"], "HOST"),
+        (&["bw", "-w", "90"], "HOST"),
+        (&["lat", "--persist", "--expect-lat", "5us"], "HOST"),
+        (
+            &[
+                "bw",
+                "10.0.0.1",
+                "--sizes",
+                "64K",
+                "--expect-bw",
+                "1Gb/s",
+                "--expect-size",
+                "4K",
+            ],
+            "not a size this run measures",
+        ),
+        (
+            &["bw", "10.0.0.1", "--expect-size", "64K"],
+            "needs a threshold",
+        ),
+        (&["lat", "10.0.0.1", "--expect-size", "2"], "--expect-lat"),
+        (&["bw", "10.0.0.1", "--compat", "ibv"], "--compat"),
+        (&["pingpong", "10.0.0.1", "--compat", "ibv", "--cm"], "--cm"),
+    ] {
+        let o = rdmadiag(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        let line = one_error_line(&o);
+        assert!(line.contains(needle), "{args:?}: {line}");
+    }
+}
+
+#[test]
+fn a_failure_with_json_is_one_document_saying_where_it_failed() {
+    // Nothing listens on this port: the client fails connecting, before any device is opened.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let p = port.to_string();
+    let o = rdmadiag(&["bw", "127.0.0.1", "-p", &p, "--timeout", "2s", "--json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let line = one_error_line(&o);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("one JSON document ({e}): {}", stdout(&o)));
+    assert_eq!(v["error"]["phase"], "connect", "{v}");
+    assert_eq!(v["error"]["peer"], format!("127.0.0.1:{port}"), "{v}");
+    assert_eq!(v["error"]["exit_code"], 1);
+    assert!(
+        line.ends_with(v["error"]["message"].as_str().unwrap()),
+        "{line}"
+    );
+    assert!(v["schema_version"].is_u64() && v["host"].is_string(), "{v}");
+    let mut keys = std::collections::BTreeSet::new();
+    json_keys(&v, &mut keys);
+    let documented = documented_json_names();
+    let undocumented: Vec<_> = keys.difference(&documented).collect();
+    assert!(
+        undocumented.is_empty(),
+        "not in docs/json.md: {undocumented:?}"
+    );
+
+    // A "server" that answers with garbage: the client gets as far as the handshake.
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let fake = std::thread::spawn(move || {
+        use std::io::Write;
+        let (mut s, _) = l.accept().unwrap();
+        let _ = s.write_all(b"HTTP/1.0 400 nope\r\n\r\n");
+    });
+    let p = port.to_string();
+    let o = rdmadiag(&[
+        "pingpong",
+        "127.0.0.1",
+        "-p",
+        &p,
+        "--timeout",
+        "2s",
+        "--json",
+    ]);
+    fake.join().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    one_error_line(&o);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["error"]["phase"], "handshake", "{v}");
+    assert_eq!(v["error"]["peer"], format!("127.0.0.1:{port}"), "{v}");
+
+    // A usage error has no phase and no peer: nothing had started.
+    let o = rdmadiag(&["bw", "10.0.0.1", "--expect-bw", "90", "--json"]);
+    assert_eq!(o.status.code(), Some(2));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(
+        v["error"]["phase"].is_null() && v["error"]["peer"].is_null(),
+        "{v}"
+    );
+}
+
+#[test]
+fn sigterm_and_sigint_stop_a_waiting_client_with_their_own_codes() {
+    for (signal, code, name) in [("-TERM", 143, "SIGTERM"), ("-INT", 130, "SIGINT")] {
+        // A "server" that accepts and says nothing: the client waits for its greeting.
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port().to_string();
+        let child = spawn_rdmadiag(&["bw", "127.0.0.1", "-p", &port, "--timeout", "60s", "--json"]);
+        let (_peer, _) = l.accept().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let sent = std::time::Instant::now();
+        let kill = std::process::Command::new("kill")
+            .args([signal, &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(kill.success());
+        let o = wait_limit(
+            child,
+            std::time::Duration::from_secs(5),
+            "a signalled client",
+        );
+        assert!(
+            sent.elapsed() < std::time::Duration::from_secs(3),
+            "{name} took {:?}",
+            sent.elapsed()
+        );
+        assert_eq!(o.status.code(), Some(code), "{name}: {}", stderr(&o));
+        let line = one_error_line(&o);
+        assert!(line.contains(&format!("stopped by {name}")), "{line}");
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["error"]["exit_code"], code, "{v}");
+        assert_eq!(v["error"]["phase"], "handshake", "{v}");
+    }
+}
+
+#[test]
+fn a_server_without_rdma_fails_at_once_without_listening() {
+    let root = fake_sysfs("noserver", false, &[]);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    for args in [
+        &["bw", "-p", &port][..],
+        &["lat", "-p", &port, "--persist"],
+        &["pingpong", "-p", &port, "--compat", "ibv"],
+        &["write", "-p", &port, "--json"],
+    ] {
+        let t = std::time::Instant::now();
+        let o = run_with_sysfs(&root, args);
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(5),
+            "{args:?} took {:?}",
+            t.elapsed()
+        );
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
+        let line = one_error_line(&o);
+        assert!(
+            line.contains("not listening") && line.contains("no RDMA support"),
+            "{args:?}: {line}"
+        );
+        if args.contains(&"--json") {
+            let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+            assert_eq!(v["error"]["phase"], "listen", "{v}");
+        }
+    }
+    fs::remove_dir_all(root).unwrap();
 }

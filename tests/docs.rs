@@ -103,3 +103,119 @@ fn every_subcommand_has_a_page_with_the_hand_written_sections() {
         );
     }
 }
+
+#[test]
+fn the_json_schema_is_a_man_page_every_page_points_at() {
+    let files = generate::all();
+    let text = |path: &str| -> String {
+        let f = files.iter().find(|f| f.path == Path::new(path));
+        String::from_utf8(f.unwrap_or_else(|| panic!("no {path}")).contents.clone()).unwrap()
+    };
+    let json = text("man/rdmadiag-json.7");
+    assert!(
+        json.starts_with(".ie") || json.contains(".TH RDMADIAG-JSON 7"),
+        "{json}"
+    );
+    // Every section of docs/json.md is a section of the page, and its fields are there.
+    let doc = fs::read_to_string(root().join("docs/json.md")).unwrap();
+    for head in doc.lines().filter_map(|l| l.strip_prefix("## ")) {
+        let head = head.replace('`', "").to_uppercase().replace('-', "\\-");
+        assert!(
+            json.contains(&format!(".SH \"{head}\"")),
+            "no section {head}"
+        );
+    }
+    for field in [
+        "schema_version",
+        "bw_avg_gbps",
+        "thresholds",
+        "phase",
+        "peer",
+    ] {
+        assert!(
+            json.contains(&format!("\\fB{field}")),
+            "{field} not in rdmadiag-json.7"
+        );
+    }
+    for f in files
+        .iter()
+        .filter(|f| f.path.extension().is_some_and(|e| e == "1"))
+    {
+        let page = String::from_utf8(f.contents.clone()).unwrap();
+        let see_also = page.split(".SH \"SEE ALSO\"").nth(1).unwrap_or_default();
+        assert!(
+            see_also.contains("rdmadiag\\-json\\fR(7)"),
+            "{} does not point at rdmadiag-json(7)",
+            f.path.display()
+        );
+        assert!(
+            !page.contains("docs/json.md"),
+            "{} names a source file",
+            f.path.display()
+        );
+    }
+}
+
+/// What the bash completion offers for `rdmadiag WORDS... <TAB>` with RDMADIAG_SYSFS_ROOT at
+/// `sysfs`, run from `cwd`.
+fn bash_completion(words: &[&str], sysfs: &Path, cwd: &Path) -> Vec<String> {
+    let script = root().join("completions/rdmadiag.bash");
+    let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
+    let prog = format!(
+        "source '{}'\nCOMP_WORDS=({})\nCOMP_CWORD={}\n_rdmadiag rdmadiag '{}' '{}'\n\
+         printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+        script.display(),
+        quoted.join(" "),
+        words.len() - 1,
+        words[words.len() - 1],
+        words[words.len() - 2],
+    );
+    let o = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(prog)
+        .current_dir(cwd)
+        .env("RDMADIAG_SYSFS_ROOT", sysfs)
+        .output()
+        .expect("run bash");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn bash_completes_device_names_not_files() {
+    let tmp = std::env::temp_dir().join(format!("rdmadiag-complete-{}", std::process::id()));
+    let (sysfs, cwd) = (tmp.join("class/infiniband"), tmp.join("cwd"));
+    for d in [sysfs.join("mlx5_0"), sysfs.join("rxe0"), cwd.clone()] {
+        fs::create_dir_all(d).unwrap();
+    }
+    fs::write(cwd.join("a_file_here"), "").unwrap();
+    for words in [
+        &["rdmadiag", "bw", "-d", ""][..],
+        &["rdmadiag", "pingpong", "10.0.0.1", "--device", ""],
+        &["rdmadiag", "ports", "-d", ""],
+        &["rdmadiag", "devices", "-d", ""],
+    ] {
+        assert_eq!(
+            bash_completion(words, &sysfs, &cwd),
+            ["mlx5_0", "rxe0"],
+            "{words:?}"
+        );
+    }
+    assert_eq!(
+        bash_completion(&["rdmadiag", "lat", "-d", "r"], &sysfs, &cwd),
+        ["rxe0"]
+    );
+    // No device at all: nothing, not the files of the current directory.
+    let none = tmp.join("empty");
+    fs::create_dir_all(&none).unwrap();
+    assert!(bash_completion(&["rdmadiag", "bw", "-d", ""], &none, &cwd).is_empty());
+    // Other options still complete as before (the flags of bw).
+    let flags = bash_completion(&["rdmadiag", "bw", "--expect-"], &sysfs, &cwd);
+    assert!(flags.contains(&"--expect-bw".to_string()), "{flags:?}");
+    fs::remove_dir_all(tmp).unwrap();
+}

@@ -51,13 +51,25 @@ fn install_puts_binary_man_pages_and_completions_under_prefix() {
     let mut pages = 0;
     for entry in fs::read_dir(root().join("man")).unwrap() {
         let name = entry.unwrap().file_name();
+        // Each page in the directory of its section: rdmadiag.1 in man1, rdmadiag-json.7 in man7.
+        let section = Path::new(&name)
+            .extension()
+            .and_then(|e| e.to_str())
+            .unwrap_or_else(|| panic!("man/{name:?} has no section"))
+            .to_string();
         expected.push((
             root().join("man").join(&name),
-            prefix.join("share/man/man1").join(&name),
+            prefix.join(format!("share/man/man{section}")).join(&name),
         ));
         pages += 1;
     }
     assert!(pages >= 4, "man/ holds {pages} pages");
+    assert!(
+        expected
+            .iter()
+            .any(|(_, to)| to.ends_with("share/man/man7/rdmadiag-json.7")),
+        "the JSON schema is installed as rdmadiag-json(7)"
+    );
     for (from, to) in &expected {
         let installed = fs::read(to).unwrap_or_else(|e| panic!("{}: {e}", to.display()));
         assert_eq!(

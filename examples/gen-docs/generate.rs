@@ -1,7 +1,7 @@
-//! Renders man/ and completions/ from the clap definition (src/cli.rs) and the hand-written
-//! sections (src/manual.rs). Shared by examples/gen-docs (writes the files) and tests/docs.rs
-//! (fails when the committed files differ). Only the sources decide the output: the version is
-//! the crate's (no git revision), and the pages carry no date.
+//! Renders man/ and completions/ from the clap definition (src/cli.rs), the hand-written
+//! sections (src/manual.rs) and docs/json.md (rdmadiag-json(7)). Shared by examples/gen-docs
+//! (writes the files) and tests/docs.rs (fails when the committed files differ). Only the sources
+//! decide the output: the version is the crate's (no git revision), and the pages carry no date.
 
 use clap::{Command, CommandFactory};
 use clap_complete::{Generator, Shell};
@@ -25,6 +25,7 @@ pub struct GeneratedFile {
 /// Every file of man/ and completions/.
 pub fn all() -> Vec<GeneratedFile> {
     let mut files = man_pages();
+    files.push(json_page());
     files.extend(completions());
     files
 }
@@ -88,6 +89,9 @@ fn man_page(cmd: &Command, subcommand: Option<&str>, pages: &[String]) -> Genera
     if cmd.get_subcommands().any(|s| !s.is_hide_set()) {
         add(rendered(|w| man.render_subcommands_section(w)));
     }
+    if let Some(sub) = subcommand {
+        add(other_tools_flags(sub).render().into_bytes());
+    }
     add(exit_status().render().into_bytes());
     if subcommand.is_none() {
         add(environment().render().into_bytes());
@@ -116,6 +120,24 @@ fn without_preamble(rendered: &[u8]) -> &[u8] {
     rendered
         .strip_prefix(preamble.as_bytes())
         .unwrap_or(rendered)
+}
+
+/// The flags of perftest, ibv_rc_pingpong and ibv_devinfo a subcommand accepts without showing
+/// them in --help (nothing when it takes none).
+fn other_tools_flags(subcommand: &str) -> Roff {
+    let flags = manual::other_tools_flags(subcommand);
+    let mut r = Roff::new();
+    if flags.is_empty() {
+        return r;
+    }
+    r.control("SH", ["FLAGS FROM OTHER TOOLS"]);
+    r.text([roman(manual::other_tools_intro(subcommand))]);
+    for (flag, meaning) in flags {
+        r.control("TP", []);
+        r.text([bold(flag)]);
+        r.text([roman(meaning)]);
+    }
+    r
 }
 
 fn exit_status() -> Roff {
@@ -183,18 +205,193 @@ fn see_also(this: &str, pages: &[String]) -> Roff {
     r
 }
 
+/// Stands for the device names in the generated scripts until [`device_names`] replaces it.
+const DEVICES: &str = "__RDMADIAG_DEVICES__";
+
 /// bash, zsh and fish completions, from the same CLI the binary parses with (`help` included).
+/// `-d`/`--device` completes the RDMA devices present (the names in /sys/class/infiniband, or in
+/// $RDMADIAG_SYSFS_ROOT as the binary reads it), not file names.
 fn completions() -> Vec<GeneratedFile> {
     [Shell::Bash, Shell::Zsh, Shell::Fish]
         .into_iter()
         .map(|shell| {
-            let mut cmd = command();
+            let mut cmd = with_device_placeholder(command());
             let mut contents = Vec::new();
             clap_complete::generate(shell, &mut cmd, BIN, &mut contents);
+            let text = String::from_utf8(contents).expect("the scripts are UTF-8");
             GeneratedFile {
                 path: PathBuf::from("completions").join(shell.file_name(BIN)),
-                contents,
+                contents: device_names(shell, &text).into_bytes(),
             }
         })
         .collect()
+}
+
+/// The CLI with [`DEVICES`] as the one possible value of every `--device`: each generator then
+/// writes it exactly where that option's values are completed.
+fn with_device_placeholder(mut cmd: Command) -> Command {
+    let names: Vec<String> = cmd
+        .get_subcommands()
+        .filter(|s| s.get_arguments().any(|a| a.get_id() == "device"))
+        .map(|s| s.get_name().to_string())
+        .collect();
+    for name in names {
+        cmd = cmd.mut_subcommand(name, |s| {
+            s.mut_arg("device", |a| {
+                a.value_parser(clap::builder::PossibleValuesParser::new([DEVICES]))
+            })
+        });
+    }
+    cmd
+}
+
+/// Each shell's script with the placeholder replaced by a listing of the devices present.
+fn device_names(shell: Shell, script: &str) -> String {
+    let (placeholder, list, prelude) = match shell {
+        // No file names either when no device is present (the script's `-o default`).
+        Shell::Bash => (
+            format!("COMPREPLY=($(compgen -W \"{DEVICES}\""),
+            "compopt +o default +o bashdefault 2>/dev/null\n                    \
+             COMPREPLY=($(compgen -W \"$(ls \"${RDMADIAG_SYSFS_ROOT:-/sys/class/infiniband}\" \
+             2>/dev/null)\""
+                .to_string(),
+            "",
+        ),
+        // No colon in the action: _arguments splits its specs at colons.
+        Shell::Zsh => (
+            format!("({DEVICES})"),
+            "{compadd -- $(ls \"${RDMADIAG_SYSFS_ROOT-/sys/class/infiniband}\" 2>/dev/null)}"
+                .to_string(),
+            "",
+        ),
+        Shell::Fish => (
+            format!("\"{DEVICES}\\t''\""),
+            "\"(__fish_rdmadiag_devices)\"".to_string(),
+            "# The RDMA devices present, for -d/--device.\n\
+             function __fish_rdmadiag_devices\n    \
+             set -l root /sys/class/infiniband\n    \
+             set -q RDMADIAG_SYSFS_ROOT; and set root $RDMADIAG_SYSFS_ROOT\n    \
+             ls $root 2>/dev/null\n\
+             end\n\n",
+        ),
+        other => panic!("no device completion for {other}"),
+    };
+    assert!(
+        script.contains(&placeholder),
+        "the {shell} script has no {placeholder}: clap_complete changed how it writes values"
+    );
+    let out = format!("{prelude}{}", script.replace(&placeholder, &list));
+    assert!(
+        !out.contains(DEVICES),
+        "a {DEVICES} is left in the {shell} script"
+    );
+    out
+}
+
+/// rdmadiag-json(7): docs/json.md as a man page, so the schema is where the pages point.
+fn json_page() -> GeneratedFile {
+    let mut out = Roff::new().render();
+    out.push_str(&format!(
+        ".TH RDMADIAG-JSON 7 \"\" \"{BIN} {}\" \"rdmadiag manual\"\n",
+        env!("CARGO_PKG_VERSION")
+    ));
+    out.push_str(
+        ".SH NAME\nrdmadiag-json \\- the JSON documents rdmadiag prints with \\-\\-json\n",
+    );
+    out.push_str(&markdown_to_roff(include_str!("../../docs/json.md")));
+    out.push_str(".SH \"SEE ALSO\"\n\\fBrdmadiag\\fR(1)\n");
+    GeneratedFile {
+        path: PathBuf::from("man").join("rdmadiag-json.7"),
+        contents: out.into_bytes(),
+    }
+}
+
+/// Text for roff: backslashes, hyphens and the few non-ASCII characters docs/json.md uses
+/// escaped, `code` in bold.
+fn roff_text(line: &str) -> String {
+    let mut out = String::new();
+    for (i, part) in line.split('`').enumerate() {
+        let escaped = part
+            .replace('\\', "\\e")
+            .replace('-', "\\-")
+            .replace('µ', "\\(mc")
+            .replace('…', "...")
+            .replace('→', "\\(->");
+        if i % 2 == 1 {
+            out.push_str(&format!("\\fB{escaped}\\fR"));
+        } else {
+            out.push_str(&escaped);
+        }
+    }
+    // A line starting with a dot or an apostrophe would be a roff request.
+    if out.starts_with('.') || out.starts_with('\'') {
+        out.insert_str(0, "\\&");
+    }
+    out
+}
+
+/// The subset of Markdown docs/json.md uses: a title, `##` sections, paragraphs, ``` blocks and
+/// tables (each row a tagged paragraph: the first cell, then the others).
+fn markdown_to_roff(md: &str) -> String {
+    let mut out = String::new();
+    let mut lines = md.lines().peekable();
+    let mut paragraph: Vec<&str> = Vec::new();
+    let flush = |paragraph: &mut Vec<&str>, out: &mut String| {
+        if !paragraph.is_empty() {
+            out.push_str(".PP\n");
+            for l in paragraph.drain(..) {
+                out.push_str(&roff_text(l.trim()));
+                out.push('\n');
+            }
+        }
+    };
+    while let Some(line) = lines.next() {
+        if let Some(title) = line.strip_prefix("# ") {
+            flush(&mut paragraph, &mut out);
+            out.push_str(".SH DESCRIPTION\n");
+            let _ = title; // the NAME section says it
+        } else if let Some(head) = line.strip_prefix("## ") {
+            flush(&mut paragraph, &mut out);
+            let head = head.replace('`', "").to_uppercase();
+            out.push_str(&format!(".SH \"{}\"\n", roff_text(&head)));
+        } else if line.starts_with("```") {
+            flush(&mut paragraph, &mut out);
+            out.push_str(".PP\n.RS 4\n.nf\n");
+            for code in lines.by_ref() {
+                if code.starts_with("```") {
+                    break;
+                }
+                out.push_str(&roff_text(code).replace("\\fB", "").replace("\\fR", ""));
+                out.push('\n');
+            }
+            out.push_str(".fi\n.RE\n");
+        } else if line.starts_with('|') {
+            flush(&mut paragraph, &mut out);
+            let mut rows = vec![line];
+            while let Some(next) = lines.next_if(|l| l.starts_with('|')) {
+                rows.push(next);
+            }
+            // The header row and the |---| row name the columns; each row after is an entry.
+            for row in rows.iter().skip(2) {
+                let cells: Vec<&str> = row.trim().trim_matches('|').split(" | ").collect();
+                let (tag, rest) = cells.split_first().expect("a table row has cells");
+                out.push_str(".TP\n");
+                out.push_str(&roff_text(tag.trim()).replace("\\fR", "\\fB"));
+                out.push_str("\\fR\n");
+                let body: Vec<String> = rest.iter().map(|c| c.trim().to_string()).collect();
+                let body = match body.as_slice() {
+                    [kind, meaning] => format!("({kind}) {meaning}"),
+                    other => other.join("; "),
+                };
+                out.push_str(&roff_text(&body));
+                out.push('\n');
+            }
+        } else if line.trim().is_empty() {
+            flush(&mut paragraph, &mut out);
+        } else {
+            paragraph.push(line);
+        }
+    }
+    flush(&mut paragraph, &mut out);
+    out
 }

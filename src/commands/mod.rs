@@ -6,7 +6,7 @@ pub mod pingpong;
 mod ports;
 
 use crate::Role;
-use crate::cli::{Cli, Command, Compat, ConnectArgs};
+use crate::cli::{Cli, Command, ConnectArgs};
 use crate::connect::endpoint::{Endpoint, PortChoice};
 use crate::counters::{Before, CounterDeltas};
 use crate::exit::UsageError;
@@ -29,9 +29,6 @@ pub fn run(cli: Cli) -> Result<u8> {
 
 /// Turn the shared connection flags into session options and this process's role.
 pub fn session_options(c: &ConnectArgs) -> Result<(SessionOptions, Role)> {
-    if c.cm && c.compat.is_some() {
-        return Err(UsageError("--cm and --compat cannot be combined".into()).into());
-    }
     if c.device.as_deref().is_some_and(|d| d.trim().is_empty()) {
         return Err(UsageError("-d/--device needs a device name".into()).into());
     }
@@ -42,8 +39,10 @@ pub fn session_options(c: &ConnectArgs) -> Result<(SessionOptions, Role)> {
     };
     // Status lines on stderr when it is a terminal or -v asks for them; a persistent server
     // always logs its clients (served, busy, failed): that log is what its operator reads.
-    let status = if c.verbose || c.persist || std::io::stderr().is_terminal() {
-        StatusSink::new(|msg| eprintln!("rdmadiag: {msg}"))
+    let stderr_sink = || StatusSink::new(|msg| eprintln!("rdmadiag: {msg}"));
+    let client_log = stderr_sink();
+    let status = if c.verbose || std::io::stderr().is_terminal() {
+        stderr_sink()
     } else {
         StatusSink::default()
     };
@@ -61,8 +60,9 @@ pub fn session_options(c: &ConnectArgs) -> Result<(SessionOptions, Role)> {
         },
         mtu: c.mtu,
         cm: c.cm,
-        compat_ibv: c.compat == Some(Compat::Ibv),
+        compat_ibv: false,
         status,
+        client_log,
         limits: ServerLimits {
             max_size: c.max_size,
             max_qps: c.max_qps,
@@ -72,21 +72,31 @@ pub fn session_options(c: &ConnectArgs) -> Result<(SessionOptions, Role)> {
     Ok((opts, role))
 }
 
+/// Refuse `flag` on a server, before anything waits: what it asks for (`why`) needs the figures
+/// or the report, which only the client (and --loopback) has. The one rule for every such flag.
+pub fn refuse_on_server(role: &Role, flag: &str, why: &str, hint: &str) -> Result<()> {
+    if *role == Role::Server {
+        return Err(UsageError(format!(
+            "{flag} {why}: on the client (give the server's HOST) or with --loopback; a server \
+             only serves{hint}"
+        ))
+        .into());
+    }
+    Ok(())
+}
+
 /// With `--counters`: read this host's port counters before the test, on every port it may use
 /// (it picks its port itself). A server prints no report of its side: refused there.
 pub fn counters_before(on: bool, opts: &SessionOptions, role: &Role) -> Result<Option<Before>> {
     if !on {
         return Ok(None);
     }
-    if *role == Role::Server {
-        return Err(UsageError(
-            "--counters is for the client or --loopback: it reads this host's port around the \
-             test it reports, and a server reports none (run `rdmadiag ports --counters \
-             --interval DURATION` on the server to watch its port)"
-                .into(),
-        )
-        .into());
-    }
+    refuse_on_server(
+        role,
+        "--counters",
+        "joins the port's counters to the test's report",
+        " (watch a server's port with `rdmadiag ports --counters --interval DURATION`)",
+    )?;
     let root = crate::sysfs::class_root();
     let choice = &opts.choice;
     Ok(Some(Before::read(

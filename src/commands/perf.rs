@@ -1,12 +1,13 @@
 //! `rdmadiag bw`, `lat`, `write` and `read`: build the test, run a role, check thresholds.
 
-use super::{counters_before, counters_since, session_options};
-use crate::cli::{BwArgs, LatArgs, PerfCommon, XferArgs};
+use super::{counters_before, counters_since, refuse_on_server, session_options};
+use crate::cli::{BwArgs, ExpectSize, LatArgs, PerfCommon, XferArgs};
 use crate::connect::control::{PerfSpec, QpType, TestSpec};
-use crate::exit::{self, DataMismatch};
+use crate::exit::{self, DataMismatch, UsageError};
 use crate::perf::Op;
 use crate::report::perf::PerfReport;
-use crate::report::progress::{ProgressLine, Watched};
+use crate::report::progress::{ProgressLine, Span, Watched};
+use crate::report::thresholds::{self, Metric, Threshold};
 use crate::report::{self, Style};
 use crate::session::SessionOptions;
 use crate::{Role, TestReport};
@@ -74,7 +75,11 @@ fn run_roles(
         .and_then(|p| p.duration_ms)
         .map(Duration::from_millis);
     let watched = Arc::new(Watched::default());
-    let _line = ProgressLine::start(json, watched.clone(), rounds, duration);
+    let span = match duration {
+        Some(per_round) => Span::Timed { per_round, rounds },
+        None => Span::Rounds(rounds),
+    };
+    let _line = ProgressLine::start(json, watched.clone(), span);
     match crate::run(spec, opts, role, watched.as_ref())? {
         TestReport::Perf(mut r) => {
             r.counter_deltas = counters_since(before.as_ref(), &r.local);
@@ -85,9 +90,72 @@ fn run_roles(
     }
 }
 
+/// The thresholds asked for, checked against the role and the sizes before anything runs: a
+/// server measures nothing it could judge, and a size that is not run would pass unseen.
+fn thresholds_for(
+    asked: Vec<(Metric, f64, &str)>,
+    scope: ExpectSize,
+    role: &Role,
+    sizes: &[u32],
+) -> Result<Vec<Threshold>> {
+    if let Some((_, _, flag)) = asked.first() {
+        refuse_on_server(role, flag, "is checked where the figures are", "")?;
+    }
+    let size = match scope {
+        ExpectSize::All => None,
+        ExpectSize::Size(s) if asked.is_empty() => {
+            return Err(UsageError(format!(
+                "--expect-size {s} needs a threshold to apply to (--expect-bw, --expect-msgrate)"
+            ))
+            .into());
+        }
+        ExpectSize::Size(s) if !sizes.contains(&s) => {
+            let run: Vec<String> = sizes.iter().map(u32::to_string).collect();
+            return Err(UsageError(format!(
+                "--expect-size {s} is not a size this run measures ({})",
+                run.join(", ")
+            ))
+            .into());
+        }
+        ExpectSize::Size(s) => Some(s),
+    };
+    Ok(asked
+        .into_iter()
+        .map(|(metric, limit, _)| Threshold {
+            metric,
+            limit,
+            size,
+        })
+        .collect())
+}
+
+/// Judge the report, put the verdicts in it, print it; exit 3 (and one line) when one failed.
+fn judge_and_emit(
+    mut report: PerfReport,
+    checks: &[Threshold],
+    json: bool,
+    text: impl Fn(&PerfReport) -> String,
+) -> Result<u8> {
+    report.thresholds = thresholds::evaluate(&report, checks);
+    emit(&report, json, text)?;
+    if let Some(line) = thresholds::shortfall(&report.thresholds) {
+        eprintln!("rdmadiag: {line}");
+        return Ok(exit::THRESHOLD);
+    }
+    Ok(exit::OK)
+}
+
 pub fn run_bw(args: &BwArgs) -> Result<u8> {
     let c = &args.common;
     let (opts, role) = session_options(&c.connect)?;
+    let mut asked = Vec::new();
+    if let Some(bps) = args.bw_threshold() {
+        asked.push((Metric::BwAvg, bps / 1e9, "--expect-bw"));
+    }
+    if let Some(pps) = args.msgrate_threshold() {
+        asked.push((Metric::MsgRate, pps / 1e6, "--expect-msgrate"));
+    }
+    let checks = thresholds_for(asked, args.expect_size, &role, &sizes(c, 65536))?;
     let default_iters = if Op::from(c.op) == Op::Write {
         5000
     } else {
@@ -108,19 +176,26 @@ pub fn run_bw(args: &BwArgs) -> Result<u8> {
     let Some(report) = run_roles(&opts, role, &spec, c.output.json, c.counters)? else {
         return Ok(exit::OK);
     };
-    emit(&report, c.output.json, |r| {
+    judge_and_emit(report, &checks, c.output.json, |r| {
         report::perf::bw_text(r, args.units.into(), Style::detect())
-    })?;
-    if let Some(line) = args.expect_bw.and_then(|e| bw_shortfall(&report, e)) {
-        eprintln!("rdmadiag: {line}");
-        return Ok(exit::THRESHOLD);
-    }
-    Ok(exit::OK)
+    })
 }
 
 pub fn run_lat(args: &LatArgs) -> Result<u8> {
     let c = &args.common;
     let (opts, role) = session_options(&c.connect)?;
+    let asked: Vec<(Metric, f64, &str)> = args
+        .expect_lat
+        .map(|d| {
+            (
+                Metric::Latency(args.expect_percentile),
+                d.as_secs_f64() * 1e6,
+                "--expect-lat",
+            )
+        })
+        .into_iter()
+        .collect();
+    let checks = thresholds_for(asked, args.expect_size, &role, &sizes(c, 2))?;
     let perf = PerfSpec {
         inline: c.inline.unwrap_or(236),
         timing: args.timing.into(),
@@ -135,17 +210,9 @@ pub fn run_lat(args: &LatArgs) -> Result<u8> {
             l.histogram.clear();
         }
     }
-    emit(&report, c.output.json, |r| {
+    judge_and_emit(report, &checks, c.output.json, |r| {
         report::perf::lat_text(r, args.histogram, Style::detect())
-    })?;
-    let excess = args
-        .expect_lat
-        .and_then(|e| lat_excess(&report, e, args.expect_percentile));
-    if let Some(line) = excess {
-        eprintln!("rdmadiag: {line}");
-        return Ok(exit::THRESHOLD);
-    }
-    Ok(exit::OK)
+    })
 }
 
 /// `rdmadiag write` / `rdmadiag read`: move a patterned buffer and verify every byte.
@@ -207,46 +274,4 @@ fn emit(r: &PerfReport, json: bool, text: impl Fn(&PerfReport) -> String) -> Res
         }
         report::emit(&out)
     }
-}
-
-/// The first size whose average bandwidth is below `expect` (bits/s), as one line.
-pub fn bw_shortfall(r: &PerfReport, expect_bps: f64) -> Option<String> {
-    let want = expect_bps / 1e9;
-    r.bw.iter().find(|b| b.bw_avg_gbps < want).map(|b| {
-        format!(
-            "bandwidth threshold not met: {} B averaged {:.2} Gb/s, expected at least {:.2} Gb/s \
-             ({:.2} Gb/s or {:.0}% short)",
-            b.size,
-            b.bw_avg_gbps,
-            want,
-            want - b.bw_avg_gbps,
-            (want - b.bw_avg_gbps) / want * 100.0
-        )
-    })
-}
-
-/// The first size whose latency at `percentile` exceeds `expect`, as one line.
-pub fn lat_excess(r: &PerfReport, expect: Duration, percentile: f64) -> Option<String> {
-    let want = expect.as_secs_f64() * 1e6;
-    r.lat.iter().find_map(|l| {
-        let s = &l.latency;
-        let (name, got) = match percentile {
-            p if p >= 99.99 => ("p99.99", s.p9999_us),
-            p if p >= 99.9 => ("p99.9", s.p999_us),
-            p if p >= 99.0 => ("p99", s.p99_us),
-            p if p >= 90.0 => ("p90", s.p90_us),
-            _ => ("median", s.median_us),
-        };
-        (got > want).then(|| {
-            format!(
-                "latency threshold not met: {} B {name} {:.2} us, expected at most {} \
-                 ({:.2} us or {:.0}% over)",
-                l.size,
-                got,
-                humantime::format_duration(expect),
-                got - want,
-                (got - want) / want * 100.0
-            )
-        })
-    })
 }

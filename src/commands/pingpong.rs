@@ -2,16 +2,17 @@
 
 use super::{counters_before, counters_since, session_options};
 use crate::TestReport;
-use crate::cli::PingpongArgs;
+use crate::cli::{Compat, PingpongArgs};
 use crate::connect::control::TestSpec;
 use crate::exit;
-use crate::perf::Unobserved;
+use crate::report::progress::{ProgressLine, Span, Watched};
 use crate::report::{self, Style};
 use crate::session::Served;
 use anyhow::{Result, bail};
 
 pub fn run(args: &PingpongArgs) -> Result<u8> {
-    let (opts, role) = session_options(&args.connect)?;
+    let (mut opts, role) = session_options(&args.connect)?;
+    opts.compat_ibv = args.compat == Some(Compat::Ibv);
     let spec = TestSpec {
         test: "pingpong".into(),
         transport: args.transport.into(),
@@ -24,8 +25,18 @@ pub fn run(args: &PingpongArgs) -> Result<u8> {
         perf: None,
     };
     let before = counters_before(args.counters, &opts, &role)?;
+    // A line on a terminal for a long client run (a server's round trips are the client's).
+    let watched = std::sync::Arc::new(Watched::default());
+    let span = Span::Messages(if role == crate::Role::Server {
+        0
+    } else {
+        args.iterations
+    });
+    let line = ProgressLine::start(args.output.json, watched.clone(), span);
     // A server prints the client's measurement, the same document the client prints.
-    let r = match crate::run(&spec, &opts, role, &Unobserved)? {
+    let outcome = crate::run(&spec, &opts, role, watched.as_ref());
+    drop(line);
+    let r = match outcome? {
         TestReport::Pingpong(mut r) => {
             r.counter_deltas = counters_since(before.as_ref(), &r.local);
             r

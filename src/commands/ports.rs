@@ -2,18 +2,15 @@
 
 use crate::cli::PortsArgs;
 use crate::counters::{self, CounterDeltas, Snapshot};
-use crate::exit::{self, UsageError};
+use crate::exit::{self, AfterReport, Interrupted, STOP};
 use crate::inventory::{self, PortQuery, PortsReport};
 use crate::report::{self, Style};
-use crate::{session, sysfs};
+use crate::sysfs;
 use anyhow::Result;
 use std::time::Duration;
 
 pub fn run(args: &PortsArgs) -> Result<u8> {
     inventory::check_device_name(args.device.as_deref())?;
-    if args.interval.is_some_and(|i| i.is_zero()) {
-        return Err(UsageError("--interval needs a duration above zero (e.g. 10s)".into()).into());
-    }
     let mut ports = inventory::ports(
         args.device.as_deref(),
         args.port,
@@ -32,22 +29,22 @@ pub fn run(args: &PortsArgs) -> Result<u8> {
         report::emit(&report::inventory::ports_text(&ports, Style::detect()))?;
     }
     if stopped {
+        // The report over the time measured is printed: the signal still sets the exit code.
         let took = ports
             .ports
             .iter()
             .find_map(|p| p.counter_deltas.as_ref())
             .map_or(0.0, |d| d.elapsed_s);
-        eprintln!(
-            "rdmadiag: interrupted after {took:.2} s of the {} interval: the changes shown are \
-             over the time measured",
-            humantime::format_duration(args.interval.unwrap_or_default())
-        );
-        return Ok(exit::INTERRUPTED);
+        let interval = humantime::format_duration(args.interval.unwrap_or_default());
+        return Err(anyhow::Error::new(Interrupted).context(AfterReport(format!(
+            "the {interval} interval ended after {took:.2} s: the changes shown are over the \
+             time measured"
+        ))));
     }
     Ok(exit::OK)
 }
 
-/// Read every port's counters, wait `interval` (Ctrl-C ends it early), read them again: each
+/// Read every port's counters, wait `interval` (SIGINT or SIGTERM ends it early), read them again: each
 /// port gets its deltas, and its counter maps hold the second reading. True when interrupted.
 fn over_interval(ports: &mut PortsReport, interval: Duration) -> bool {
     let root = sysfs::class_root();
@@ -56,7 +53,7 @@ fn over_interval(ports: &mut PortsReport, interval: Duration) -> bool {
         .iter()
         .map(|p| Snapshot::read(&root, &p.device, p.port))
         .collect();
-    let stopped = counters::wait_interval(interval, &session::STOP);
+    let stopped = counters::wait_interval(interval, &STOP);
     for (p, then) in ports.ports.iter_mut().zip(&before) {
         let now = Snapshot::read(&root, &p.device, p.port);
         p.counter_deltas = Some(CounterDeltas::between(then, &now));

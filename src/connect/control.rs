@@ -1,9 +1,14 @@
 //! The control channel: versioned, length-prefixed JSON messages over TCP, every read bounded.
 
+use crate::exit::{Interrupted, STOP};
 use anyhow::{Result, anyhow, bail};
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
+
+/// How long a read on the control connection waits before looking at [`STOP`] again.
+const STOP_CHECK: Duration = Duration::from_millis(200);
 
 /// The first bytes each side sends: they tell an rdmadiag peer from anything else.
 pub const MAGIC: &[u8; 8] = b"RDMADIAG";
@@ -112,14 +117,20 @@ impl ControlChannel {
                     self.peer
                 );
             }
-            self.stream.set_read_timeout(Some(left))?;
+            // In slices, so a stop (SIGINT, SIGTERM) is seen within a moment, not a timeout.
+            self.stream.set_read_timeout(Some(left.min(STOP_CHECK)))?;
             match self.stream.read(&mut buf[got..]) {
                 Ok(0) => bail!(
                     "{} closed the control connection while we waited for {what}",
                     self.peer
                 ),
                 Ok(n) => got += n,
-                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    if STOP.load(Ordering::Relaxed) {
+                        return Err(anyhow::Error::new(Interrupted)
+                            .context(format!("waiting for {what} from {}", self.peer)));
+                    }
+                }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) => bail!("reading {what} from {}: {e}", self.peer),
             }

@@ -407,7 +407,7 @@ pub fn run(
                 );
             }
             if stop.load(Ordering::Relaxed) {
-                bail!("interrupted");
+                return Err(crate::exit::Interrupted.into());
             }
         }
         if all_done {

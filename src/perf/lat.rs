@@ -181,7 +181,7 @@ pub fn run_write(
                     );
                 }
                 if stop.load(Ordering::Relaxed) {
-                    bail!("interrupted");
+                    return Err(crate::exit::Interrupted.into());
                 }
             }
         }
@@ -317,7 +317,7 @@ pub fn run_serial(
                 ));
             }
             if stop.load(Ordering::Relaxed) {
-                bail!("interrupted");
+                return Err(crate::exit::Interrupted.into());
             }
         };
         if !c.status.is_success() {

@@ -74,7 +74,7 @@ fn repeat(
         one()?;
         n += 1;
         if stop.load(Ordering::Relaxed) {
-            bail!("interrupted");
+            return Err(crate::exit::Interrupted.into());
         }
     }
     Ok((n, start))

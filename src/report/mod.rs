@@ -7,6 +7,7 @@ pub mod inventory;
 pub mod perf;
 pub mod pingpong;
 pub mod progress;
+pub mod thresholds;
 
 use crate::connect::endpoint::Endpoint;
 use anyhow::Result;
@@ -163,23 +164,27 @@ pub fn emit_json<T: Serialize>(value: &T) -> Result<()> {
     emit(&s)
 }
 
-/// A failure as one JSON document: `{"error": {"message", "exit_code"}}` in the envelope.
+/// A failure as one JSON document: `{"error": {"message", "exit_code", "phase", "peer"}}` in the
+/// envelope.
 #[derive(Serialize)]
 struct ErrorDoc<'a> {
     error: ErrorBody<'a>,
 }
 
+/// What failed, as docs/json.md's ERROR says.
 #[derive(Serialize)]
-struct ErrorBody<'a> {
-    message: &'a str,
-    exit_code: u8,
+pub struct ErrorBody<'a> {
+    pub message: &'a str,
+    pub exit_code: u8,
+    /// How far the test had got (`connect`, `qp setup`, `transfer`...), if one had started.
+    pub phase: Option<&'a str>,
+    /// The peer's control address, when one was known.
+    pub peer: Option<&'a str>,
 }
 
 /// With `--json`, a failure still prints one document on stdout (and its line on stderr).
-pub fn emit_error_json(message: &str, exit_code: u8) -> Result<()> {
-    emit_json(&ErrorDoc {
-        error: ErrorBody { message, exit_code },
-    })
+pub fn emit_error_json(error: ErrorBody) -> Result<()> {
+    emit_json(&ErrorDoc { error })
 }
 
 #[cfg(test)]
@@ -203,10 +208,24 @@ mod tests {
             error: ErrorBody {
                 message: "boom",
                 exit_code: 1,
+                phase: Some("transfer"),
+                peer: Some("10.0.0.1:18515"),
             },
         }))
         .unwrap();
         assert_eq!(e["error"]["message"], "boom");
         assert_eq!(e["error"]["exit_code"], 1);
+        assert_eq!(e["error"]["phase"], "transfer");
+        assert_eq!(e["error"]["peer"], "10.0.0.1:18515");
+        let before = serde_json::to_value(envelope(&ErrorDoc {
+            error: ErrorBody {
+                message: "bad flag",
+                exit_code: 2,
+                phase: None,
+                peer: None,
+            },
+        }))
+        .unwrap();
+        assert!(before["error"]["phase"].is_null() && before["error"]["peer"].is_null());
     }
 }

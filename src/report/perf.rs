@@ -190,6 +190,9 @@ pub struct PerfReport {
     /// `--counters`: how this host's port counters changed across the test.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counter_deltas: Option<CounterDeltas>,
+    /// The verdict on each `--expect-*` threshold at each size it applies to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub thresholds: Vec<super::thresholds::ThresholdCheck>,
 }
 
 fn perf_header(r: &PerfReport) -> String {
@@ -319,6 +322,26 @@ fn vs_tcp_text(r: &PerfReport, style: Style) -> String {
     )
 }
 
+/// A rate of messages per second in the unit its size calls for (Mpps, kpps or pps), with about
+/// three significant figures (JSON keeps `msg_rate_mpps`).
+pub fn msg_rate_text(per_sec: f64) -> String {
+    let (v, unit) = if per_sec >= 1e6 {
+        (per_sec / 1e6, "Mpps")
+    } else if per_sec >= 1e3 {
+        (per_sec / 1e3, "kpps")
+    } else {
+        (per_sec, "pps")
+    };
+    let decimals = if v >= 100.0 {
+        0
+    } else if v >= 10.0 {
+        1
+    } else {
+        2
+    };
+    format!("{v:.decimals$} {unit}")
+}
+
 /// `rdmadiag bw`: one row per size.
 pub fn bw_text(r: &PerfReport, units: BwUnit, style: Style) -> String {
     let label = units.label();
@@ -330,7 +353,7 @@ pub fn bw_text(r: &PerfReport, units: BwUnit, style: Style) -> String {
     let peer_avg = format!("peer avg [{label}]");
     let fwd = format!("client->server avg [{label}]");
     let rev = format!("server->client avg [{label}]");
-    let mut head = vec!["#bytes", "#iterations", &peak, &avg, "MsgRate [Mpps]"];
+    let mut head = vec!["#bytes", "#iterations", &peak, &avg, "MsgRate"];
     if peer_col {
         head.push(&peer_avg);
     }
@@ -345,7 +368,7 @@ pub fn bw_text(r: &PerfReport, units: BwUnit, style: Style) -> String {
             Cell::new(b.iterations),
             Cell::new(format!("{:.2}", conv(b.bw_peak_gbps))),
             Cell::new(format!("{:.2}", conv(b.bw_avg_gbps))),
-            Cell::new(format!("{:.6}", b.msg_rate_mpps)),
+            Cell::new(msg_rate_text(b.msg_rate_mpps * 1e6)),
         ];
         if peer_col {
             row.push(Cell::new(b.peer.as_ref().map_or("-".to_string(), |p| {
@@ -367,6 +390,7 @@ pub fn bw_text(r: &PerfReport, units: BwUnit, style: Style) -> String {
     }
     out.push_str(&finish(&t));
     out.push_str(&vs_tcp_text(r, style));
+    out.push_str(&super::thresholds::text(r));
     out
 }
 
@@ -425,6 +449,7 @@ pub fn lat_text(r: &PerfReport, histogram: bool, style: Style) -> String {
     ));
     out.push_str(&finish(&t));
     out.push_str(&vs_tcp_text(r, style));
+    out.push_str(&super::thresholds::text(r));
     if histogram {
         for l in &r.lat {
             out.push_str(&histogram_text(l));
@@ -466,4 +491,19 @@ pub fn xfer_text(r: &PerfReport, style: Style) -> String {
     let mut out = perf_header(r);
     out.push_str(&finish(&t));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn message_rates_take_the_unit_their_size_calls_for() {
+        assert_eq!(msg_rate_text(610.0), "610 pps");
+        assert_eq!(msg_rate_text(6.1), "6.10 pps");
+        assert_eq!(msg_rate_text(61_000.0), "61.0 kpps");
+        assert_eq!(msg_rate_text(1_234.0), "1.23 kpps");
+        assert_eq!(msg_rate_text(12_500_000.0), "12.5 Mpps");
+        assert_eq!(msg_rate_text(0.0), "0.00 pps");
+    }
 }

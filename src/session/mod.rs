@@ -2,6 +2,7 @@
 //! Nothing here prints: status lines go to the options' status sink, progress to an observer.
 
 pub mod perf;
+pub mod phase;
 pub mod pingpong;
 
 use crate::connect::control::{ControlChannel, Message};
@@ -11,11 +12,10 @@ use crate::report::pingpong::PingpongReport;
 use anyhow::{Context as _, Result, anyhow, bail};
 use std::io::ErrorKind;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-/// Set by Ctrl-C: every wait loop checks it and unwinds, releasing resources on the way.
-pub static STOP: AtomicBool = AtomicBool::new(false);
+pub use crate::exit::STOP;
 
 /// Where status lines go ("connected 2 QP(s) to ...", "waiting for a client on ..."):
 /// nowhere unless the caller says.
@@ -59,6 +59,8 @@ pub struct SessionOptions {
     pub compat_ibv: bool,
     /// Where status lines go.
     pub status: StatusSink,
+    /// Where a persistent server's one line per client goes (served, told busy, failed).
+    pub client_log: StatusSink,
     /// What this side agrees to allocate when serving.
     pub limits: ServerLimits,
 }
@@ -123,9 +125,17 @@ pub fn status(opts: &SessionOptions, msg: &str) {
     }
 }
 
+/// A persistent server's line about one client, to the options' client log.
+fn log_client(opts: &SessionOptions, msg: &str) {
+    if let Some(f) = &opts.client_log.0 {
+        f(msg);
+    }
+}
+
 /// Connect to the server's control port, bounded by the timeout.
 pub fn dial(opts: &SessionOptions) -> Result<TcpStream> {
     let host = opts.host.as_deref().unwrap_or("127.0.0.1");
+    phase::enter(phase::CONNECT, Some(&format!("{host}:{}", opts.port)));
     let addrs: Vec<SocketAddr> = (host, opts.port)
         .to_socket_addrs()
         .map_err(|e| anyhow!("cannot resolve host '{host}': {e}"))?
@@ -161,6 +171,15 @@ pub fn dial(opts: &SessionOptions) -> Result<TcpStream> {
     bail!("cannot connect to {addr}: {e}{hint}")
 }
 
+/// Fail fast: the device and port a server would use exist and are usable (the device opens,
+/// the port is ACTIVE, a RoCE port has a GID), checked before it listens. A server with nothing
+/// to serve with says so at once instead of waiting for a client and blaming it.
+pub fn check_serving_port(opts: &SessionOptions) -> Result<()> {
+    crate::connect::endpoint::choose_port(&opts.choice, opts.bind)
+        .map(drop)
+        .context("not listening for clients")
+}
+
 /// Listen on the control port (`--bind` or every address).
 pub fn listen(opts: &SessionOptions) -> Result<TcpListener> {
     let ip = opts.bind.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
@@ -186,7 +205,9 @@ pub fn accept(l: &TcpListener, wait: Option<Duration>) -> Result<TcpStream> {
             Err(e) => bail!("accepting a client: {e}"),
         }
         if STOP.load(Ordering::Relaxed) {
-            bail!("interrupted while waiting for a client");
+            return Err(
+                anyhow::Error::new(crate::exit::Interrupted).context("waiting for a client")
+            );
         }
         if let Some(w) = wait.filter(|w| start.elapsed() >= *w) {
             let addr = l.local_addr().map(|a| a.to_string()).unwrap_or_default();
@@ -203,6 +224,7 @@ pub fn accept(l: &TcpListener, wait: Option<Duration>) -> Result<TcpStream> {
 fn handshake(stream: TcpStream, opts: &SessionOptions) -> Result<(ControlChannel, Message)> {
     let mut ch = ControlChannel::new(stream, opts.timeout)?;
     let peer = ch.peer().to_string();
+    phase::enter(phase::HANDSHAKE, Some(&peer));
     let software = ch.greet()?;
     status(opts, &format!("client {peer} ({software}) connected"));
     let msg = ch.recv("the test request")?;
@@ -251,6 +273,8 @@ pub fn run_server<T>(
     opts: &SessionOptions,
     serve: impl Fn(TcpStream, &SessionOptions) -> Result<T>,
 ) -> Result<T> {
+    phase::enter(phase::LISTEN, None);
+    check_serving_port(opts)?;
     let l = listen(opts)?;
     status(
         opts,
@@ -263,9 +287,11 @@ pub fn run_server<T>(
 /// `--persist`: serve until Ctrl-C, whatever test each client asks for. Each connection gets
 /// its own thread for the greeting and request (so a silent peer only ties up itself); one
 /// test runs at a time, and a client arriving meanwhile is told the server is busy. Every
-/// client is logged to the status sink; none can take the server down. Ends only with an
+/// client is logged to the client log; none can take the server down. Ends only with an
 /// error (Ctrl-C or a broken listener).
 pub fn run_persistent(opts: &SessionOptions) -> Result<std::convert::Infallible> {
+    phase::enter(phase::LISTEN, None);
+    check_serving_port(opts)?;
     let l = listen(opts)?;
     status(
         opts,
@@ -282,7 +308,7 @@ pub fn run_persistent(opts: &SessionOptions) -> Result<std::convert::Infallible>
                     for t in threads {
                         let _ = t.join();
                     }
-                    bail!("interrupted");
+                    return Err(crate::exit::Interrupted.into());
                 }
                 std::thread::sleep(Duration::from_millis(20));
                 continue;
@@ -325,9 +351,9 @@ pub fn run_persistent(opts: &SessionOptions) -> Result<std::convert::Infallible>
                 }
             });
             match outcome {
-                Ok(Some(_)) => status(&o, &format!("served {peer}")),
-                Ok(None) => status(&o, &format!("told {peer} the server is busy")),
-                Err(e) => status(&o, &format!("client {peer} failed: {e:#}")),
+                Ok(Some(_)) => log_client(&o, &format!("served {peer}")),
+                Ok(None) => log_client(&o, &format!("told {peer} the server is busy")),
+                Err(e) => log_client(&o, &format!("client {peer} failed: {e:#}")),
             }
         }));
     }

@@ -1,12 +1,14 @@
 //! Both halves of a ping-pong run over the control channel (or rdma-core's exchange with --compat).
 
-use super::{STOP, SessionOptions, dial, status};
+use super::phase::{self, QP_SETUP, RESULT_EXCHANGE, TRANSFER};
+use super::{Observer, STOP, SessionOptions, dial, status};
 use crate::connect::compat_ibv::{self, IbvDest};
 use crate::connect::control::{ControlChannel, Message, PingpongSummary, QpType, TestSpec};
 use crate::connect::endpoint::{Endpoint, LocalPort, choose_port};
 use crate::connect::establish::{self, Plan, QpRecipe, Wire};
 use crate::connect::test_qp::{QpShape, TestQp};
 use crate::exit::UsageError;
+use crate::perf::Progress;
 use crate::pingpong::{self, PingpongParams, Side};
 use crate::report::pingpong::PingpongReport;
 use crate::verbs::Access;
@@ -167,18 +169,27 @@ fn plan<'a>(spec: &'a TestSpec, opts: &'a SessionOptions, recipe: &'a PingpongQp
     }
 }
 
-/// Client side over rdmadiag's control protocol (QPs connected directly or through rdma_cm).
-pub fn client(opts: &SessionOptions, spec: &TestSpec) -> Result<PingpongReport> {
+/// Client side over rdmadiag's control protocol (QPs connected directly or through rdma_cm);
+/// `observer` gets the round trips done.
+pub fn client(
+    opts: &SessionOptions,
+    spec: &TestSpec,
+    observer: &dyn Observer,
+) -> Result<PingpongReport> {
+    let fallback = Progress::default();
+    let progress = observer.progress().unwrap_or(&fallback);
     if opts.compat_ibv {
-        return compat_client(opts, spec);
+        return compat_client(opts, spec, progress);
     }
     let stream = dial(opts)?;
     let mut ch = ControlChannel::new(stream, opts.timeout)?;
     let peer = ch.peer().to_string();
+    phase::enter(phase::HANDSHAKE, Some(&peer));
     ch.greet()?;
     let p = params(spec, opts, &peer);
     let recipe = PingpongQp { spec, params: &p };
     // Owns the QP and its rdma_cm id, and drops them in that order.
+    phase::enter(QP_SETUP, None);
     let conn = establish::client(&mut ch, &plan(spec, opts, &recipe))?;
     let (tq, remote) = (&conn.qps[0], conn.remotes[0].clone());
     describe(opts, "local", &tq.endpoint());
@@ -190,10 +201,19 @@ pub fn client(opts: &SessionOptions, spec: &TestSpec) -> Result<PingpongReport> 
             spec.iterations, spec.size
         ),
     );
-    let outcome = match pingpong::run(tq, Side::Initiator, remote.qpn, remote.qkey, &p, &STOP) {
+    phase::enter(TRANSFER, None);
+    let outcome = match pingpong::run(
+        tq,
+        Side::Initiator,
+        (remote.qpn, remote.qkey),
+        &p,
+        progress,
+        &STOP,
+    ) {
         Ok(o) => o,
         Err(e) => return Err(ch.fail(e)),
     };
+    phase::enter(RESULT_EXCHANGE, None);
     let r = report(spec, tq, tq.endpoint(), remote, &outcome, None);
     ch.send(&Message::Finished {
         summary: Some(summary(&outcome)),
@@ -218,6 +238,7 @@ pub fn serve(
     }
     let p = params(spec, opts, &peer);
     let recipe = PingpongQp { spec, params: &p };
+    phase::enter(QP_SETUP, None);
     let conn = establish::server(
         ch,
         &plan(spec, opts, &recipe),
@@ -227,9 +248,18 @@ pub fn serve(
     describe(opts, "local", &tq.endpoint());
     describe(opts, "remote", &client);
     // UD replies need the client's QPN and Q_Key; RC/UC ignore them.
-    if let Err(e) = pingpong::run(tq, Side::Responder, client.qpn, client.qkey, &p, &STOP) {
+    phase::enter(TRANSFER, None);
+    if let Err(e) = pingpong::run(
+        tq,
+        Side::Responder,
+        (client.qpn, client.qkey),
+        &p,
+        &Progress::default(),
+        &STOP,
+    ) {
         return Err(ch.fail(e));
     }
+    phase::enter(RESULT_EXCHANGE, None);
     let summary = match ch.recv("the client's results")? {
         Message::Finished {
             summary: Some(summary),
@@ -281,11 +311,16 @@ fn ibv_remote(d: &IbvDest, local: &LocalPort) -> Endpoint {
 /// rdma-core's MTU when neither side says (ibv_rc_pingpong's -m default).
 const IBV_DEFAULT_MTU: u32 = 1024;
 
-fn compat_client(opts: &SessionOptions, spec: &TestSpec) -> Result<PingpongReport> {
+fn compat_client(
+    opts: &SessionOptions,
+    spec: &TestSpec,
+    progress: &Progress,
+) -> Result<PingpongReport> {
     let stream = dial(opts)?;
     let local_ip = stream.local_addr()?.ip();
     let mut ch = ControlChannel::new(stream, opts.timeout)?;
     let peer = ch.peer().to_string();
+    phase::enter(QP_SETUP, Some(&peer));
     let local = choose_port(&opts.choice, Some(local_ip))?;
     precheck_ud_size(&local, spec)?;
     let mut tq = TestQp::new(local, shape(spec))?;
@@ -296,7 +331,15 @@ fn compat_client(opts: &SessionOptions, spec: &TestSpec) -> Result<PingpongRepor
     describe(opts, "local", &tq.endpoint());
     tq.connect(&remote, Some(spec.mtu.unwrap_or(IBV_DEFAULT_MTU)))?;
     check_ud_size(&tq, spec)?;
-    let outcome = pingpong::run(&tq, Side::Initiator, remote.qpn, remote.qkey, &p, &STOP)?;
+    phase::enter(TRANSFER, None);
+    let outcome = pingpong::run(
+        &tq,
+        Side::Initiator,
+        (remote.qpn, remote.qkey),
+        &p,
+        progress,
+        &STOP,
+    )?;
     Ok(report(
         spec,
         &tq,
@@ -316,6 +359,7 @@ pub fn compat_serve(
     let local_ip = stream.local_addr()?.ip();
     let mut ch = ControlChannel::new(stream, opts.timeout)?;
     let peer = ch.peer().to_string();
+    phase::enter(QP_SETUP, Some(&peer));
     let local = choose_port(&opts.choice, Some(local_ip))?;
     let mut tq = TestQp::new(local, shape(spec))?;
     let p = params(spec, opts, &peer);
@@ -326,8 +370,16 @@ pub fn compat_serve(
     check_ud_size(&tq, spec)?;
     describe(opts, "local", &tq.endpoint());
     compat_ibv::server_finish(&mut ch, &ibv_dest(&tq))?;
-    let outcome = pingpong::run(&tq, Side::Responder, remote.qpn, remote.qkey, &p, &STOP)
-        .map_err(|e| anyhow!("{e:#} (ibv_rc_pingpong client {peer})"))?;
+    phase::enter(TRANSFER, None);
+    let outcome = pingpong::run(
+        &tq,
+        Side::Responder,
+        (remote.qpn, remote.qkey),
+        &p,
+        &Progress::default(),
+        &STOP,
+    )
+    .map_err(|e| anyhow!("{e:#} (ibv_rc_pingpong client {peer})"))?;
     Ok(report(
         spec,
         &tq,

@@ -212,11 +212,21 @@ pub struct PortAttr {
     pub subnet_timeout: u8,
     pub init_type_reply: u8,
     pub active_width: u8,
-    pub active_speed: u8,
+    /// `active_speed_ex` where the library and kernel report it (XDR and later do not fit the
+    /// 8-bit `active_speed`), else `active_speed`.
+    pub active_speed: u32,
     pub phys_state: PhysState,
     pub link_layer: LinkLayer,
     pub flags: u8,
     pub port_cap_flags2: u16,
+}
+
+/// `ibv_port_attr` as rdma-core 47 and later define it: the 32-bit `active_speed_ex` (XDR is
+/// 0x100) follows the fields rdma-sys binds, at the next 4-byte boundary, where `repr(C)` puts it.
+#[repr(C)]
+struct PortAttrEx {
+    attr: ibv_port_attr,
+    active_speed_ex: u32,
 }
 
 // Declared here because rdma-sys 0.3 does not bind them; both are exported by libibverbs.so.1
@@ -336,8 +346,12 @@ impl Context {
 
     pub fn query_port(&self, port: u8) -> Result<PortAttr, VerbsError> {
         let target = format!("{} port {}", self.name, port);
-        // SAFETY: ibv_port_attr is plain data; all-zero is valid (the compat path fills only part).
-        let mut a: ibv_port_attr = unsafe { mem::zeroed() };
+        let mut ex = PortAttrEx {
+            // SAFETY: ibv_port_attr is plain data; all-zero is valid (the compat path fills only
+            // part).
+            attr: unsafe { mem::zeroed() },
+            active_speed_ex: 0,
+        };
         let op_offset = mem::offset_of!(verbs_context, query_port);
         let full = mem::size_of::<verbs_context>();
         // SAFETY: `vctx` points at the live extended context; `sz` says how much of the struct
@@ -350,12 +364,21 @@ impl Context {
             }
         });
         let rc = match op {
-            // SAFETY: the provider's query_port with our zeroed struct and its true size.
-            Some(f) => unsafe { f(self.raw, port, &mut a, mem::size_of::<ibv_port_attr>()) },
+            // SAFETY: the library's query_port with our zeroed struct and its true size: it zeroes
+            // all `len` bytes and lets the provider fill what its own ibv_port_attr holds (a
+            // library without active_speed_ex leaves it 0).
+            // The pointer covers the whole PortAttrEx, not only its first field.
+            Some(f) => unsafe {
+                let whole = &mut ex as *mut PortAttrEx as *mut ibv_port_attr;
+                f(self.raw, port, whole, mem::size_of::<PortAttrEx>())
+            },
             // SAFETY: the exported compat symbol fills the legacy prefix of ibv_port_attr.
-            None => unsafe { rdma_sys::ibv_query_port(self.raw, port, &mut a as *mut _ as *mut _) },
+            None => unsafe {
+                rdma_sys::ibv_query_port(self.raw, port, &mut ex.attr as *mut _ as *mut _)
+            },
         };
         VerbsError::check("ibv_query_port", target, rc)?;
+        let a = ex.attr;
         Ok(PortAttr {
             state: PortState::from_raw(a.state),
             max_mtu: Mtu::from_raw(a.max_mtu),
@@ -374,7 +397,10 @@ impl Context {
             subnet_timeout: a.subnet_timeout,
             init_type_reply: a.init_type_reply,
             active_width: a.active_width,
-            active_speed: a.active_speed,
+            active_speed: match ex.active_speed_ex {
+                0 => a.active_speed as u32,
+                ex => ex,
+            },
             phys_state: PhysState::from_raw(a.phys_state),
             link_layer: LinkLayer::from_raw(a.link_layer),
             flags: a.flags,
@@ -467,4 +493,19 @@ pub fn netdev_name(ifindex: u32) -> Option<String> {
             .to_string_lossy()
             .into_owned(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn active_speed_ex_sits_where_rdma_core_puts_it() {
+        // C: ... uint8_t flags; uint16_t port_cap_flags2; uint32_t active_speed_ex;
+        let after_flags2 = mem::offset_of!(ibv_port_attr, port_cap_flags2) + 2;
+        assert_eq!(
+            mem::offset_of!(PortAttrEx, active_speed_ex),
+            after_flags2.next_multiple_of(4)
+        );
+    }
 }

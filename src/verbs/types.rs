@@ -166,8 +166,10 @@ pub fn width_lanes(raw: u8) -> Option<u32> {
     }
 }
 
-/// Per-lane speed (`ibv_port_attr.active_speed`): (name, nominal Gb/s per lane).
-pub fn speed_per_lane(raw: u8) -> Option<(&'static str, f64)> {
+/// Per-lane speed (`ibv_port_attr.active_speed`, or `active_speed_ex` from XDR on): (name,
+/// nominal Gb/s per lane). Every speed the kernel reports (`enum ib_port_speed`, and the names in
+/// sysfs `rate`: "4X XDR").
+pub fn speed_per_lane(raw: u32) -> Option<(&'static str, f64)> {
     match raw {
         1 => Some(("SDR", 2.5)),
         2 => Some(("DDR", 5.0)),
@@ -177,6 +179,7 @@ pub fn speed_per_lane(raw: u8) -> Option<(&'static str, f64)> {
         32 => Some(("EDR", 25.0)),
         64 => Some(("HDR", 50.0)),
         128 => Some(("NDR", 100.0)),
+        256 => Some(("XDR", 200.0)),
         _ => None,
     }
 }
@@ -364,6 +367,23 @@ mod tests {
         assert_eq!(width_lanes(3), None);
         assert_eq!(speed_per_lane(32), Some(("EDR", 25.0)));
         assert_eq!(speed_per_lane(3), None);
+        assert_eq!(speed_per_lane(256), Some(("XDR", 200.0)));
+        // Every speed and width the kernel reports has a name: one bit each, SDR to XDR.
+        let speeds: Vec<&str> = (0..9)
+            .filter_map(|b| speed_per_lane(1 << b))
+            .map(|s| s.0)
+            .collect();
+        assert_eq!(
+            speeds,
+            [
+                "SDR", "DDR", "QDR", "FDR10", "FDR", "EDR", "HDR", "NDR", "XDR"
+            ]
+        );
+        let lanes: Vec<u32> = [1, 16, 2, 4, 8]
+            .iter()
+            .filter_map(|&w| width_lanes(w))
+            .collect();
+        assert_eq!(lanes, [1, 2, 4, 8, 12]);
     }
 
     #[test]

@@ -26,6 +26,7 @@ fn opts(port: u16) -> SessionOptions {
         cm: false,
         compat_ibv: false,
         status: StatusSink::default(),
+        client_log: StatusSink::default(),
         limits: ServerLimits::default(),
     }
 }

@@ -245,3 +245,53 @@ fn an_interval_marks_error_counters_that_rose_and_counters_reset() {
     );
     eprintln!("{out}");
 }
+
+#[test]
+#[ignore = "lab: needs rxe0; run by scripts/test inside the Soft-RoCE lab"]
+fn a_signal_cuts_an_interval_short_with_its_report_and_its_exit_code() {
+    require_rxe0();
+    for (signal, code, name) in [("-INT", 130, "SIGINT"), ("-TERM", 143, "SIGTERM")] {
+        let child = spawn_rdmadiag(&[
+            "ports",
+            "-d",
+            DEV,
+            "--counters",
+            "--interval",
+            "45s",
+            "--json",
+        ]);
+        wait_until_sleeping(child.id());
+        let sent = std::time::Instant::now();
+        let ok = std::process::Command::new("kill")
+            .args([signal, &child.id().to_string()])
+            .status()
+            .expect("kill")
+            .success();
+        assert!(ok, "kill {signal}");
+        let o = wait_limit(
+            child,
+            Duration::from_secs(30),
+            "ports --interval after a signal",
+        );
+        assert!(
+            sent.elapsed() < Duration::from_secs(10),
+            "{name}: {:?}",
+            sent.elapsed()
+        );
+        assert_eq!(o.status.code(), Some(code), "{name}: {}", stderr(&o));
+        let line = one_error_line(&o);
+        assert!(line.contains(&format!("stopped by {name}")), "{line}");
+        assert!(line.contains("45s interval ended after"), "{line}");
+        // One document, the report over the time measured: no error document after it.
+        let doc: Value = serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|e| panic!("{name}: not one JSON document ({e}): {}", stdout(&o)));
+        assert!(doc.get("error").is_none(), "{doc}");
+        let d = &doc["ports"][0]["counter_deltas"];
+        check_shape(d);
+        let took = d["elapsed_s"].as_f64().unwrap();
+        assert!(took > 0.0 && took < 30.0, "{name}: elapsed_s {took}");
+        eprintln!(
+            "counters: {name} ended the 45 s interval after {took:.2} s, exit {code}: {line}"
+        );
+    }
+}

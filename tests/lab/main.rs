@@ -6,12 +6,14 @@ mod common;
 
 mod api;
 mod cm;
+mod conventions;
 mod counters;
 mod faults;
 mod inventory;
 mod perf;
 mod pingpong;
 mod schema;
+mod settings;
 mod watch;
 
 /// The lab's Soft-RoCE device.

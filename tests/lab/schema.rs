@@ -26,6 +26,8 @@ fn every_json_key_is_documented() {
             "4K",
             "--vs-tcp",
             "--counters",
+            "--expect-bw",
+            "1Mb/s",
             "--json",
         ],
         &[
@@ -35,6 +37,8 @@ fn every_json_key_is_documented() {
             "50",
             "--histogram",
             "--vs-tcp",
+            "--expect-lat",
+            "10s",
             "--json",
         ],
         &["write", "--loopback", "-n", "3", "-s", "4K", "--json"],

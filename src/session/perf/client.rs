@@ -13,6 +13,7 @@ use crate::connect::test_qp::TestQp;
 use crate::exit::UsageError;
 use crate::perf::Progress;
 use crate::report::perf::{BwResult, LatResult, PerfReport};
+use crate::session::phase::{self, QP_SETUP, RESULT_EXCHANGE, TRANSFER};
 use crate::session::{Observer, SessionOptions, dial, status};
 use crate::stats::LatencyRecorder;
 use anyhow::{Result, anyhow, bail};
@@ -27,6 +28,7 @@ pub fn client(
     let stream = dial(opts)?;
     let mut ch = ControlChannel::new(stream, opts.timeout)?;
     let peer = ch.peer().to_string();
+    phase::enter(phase::HANDSHAKE, Some(&peer));
     ch.greet()?;
     let recipe = PerfQps {
         spec,
@@ -36,6 +38,7 @@ pub fn client(
     };
     let plan = recipe.plan(opts);
     // Owns the QPs and the rdma_cm ids, and drops them in that order.
+    phase::enter(QP_SETUP, None);
     let mut conn = establish::client(&mut ch, &plan)?;
     let Connected { qps, remotes, .. } = &mut conn;
     let fallback = Progress::default();
@@ -83,6 +86,7 @@ pub fn client(
         lat: Vec::new(),
         tcp: Vec::new(),
         counter_deltas: None,
+        thresholds: Vec::new(),
     };
     let cx = RoundContext {
         kind,
@@ -139,11 +143,13 @@ pub fn client(
         let peer_ip = ch.stream().peer_addr()?.ip();
         for &size in &p.sizes {
             observer.round_started(size);
+            phase::enter(TRANSFER, None);
             report
                 .tcp
                 .push(tcp_client_round(&mut ch, kind, &p, size, peer_ip, opts)?);
         }
     }
+    phase::enter(RESULT_EXCHANGE, None);
     ch.send(&Message::Finished { summary: None })?;
     match ch.recv("the server's final message")? {
         Message::Finished { .. } => Ok(report),
@@ -195,6 +201,7 @@ fn client_round(
     progress: &Progress,
 ) -> Result<Option<RoundOutcome>> {
     let (kind, p, peer) = (cx.kind, cx.p, cx.peer);
+    phase::enter(TRANSFER, None);
     prepare_round(qps, kind, p, plan, false);
     ch.send(&Message::Round {
         size: plan.size,
@@ -210,6 +217,10 @@ fn client_round(
     };
     let outcome = match outcome {
         Ok(o) => o,
+        // A stop says which round it ended (the line would otherwise be just the signal).
+        Err(e) if e.is::<crate::exit::Interrupted>() => {
+            return Err(ch.fail(e.context(format!("the round of {} bytes with {peer}", plan.size))));
+        }
         Err(e) => return Err(ch.fail(e)),
     };
     let mine = RoundSummary {
@@ -220,6 +231,7 @@ fn client_round(
         },
         verification: None,
     };
+    phase::enter(RESULT_EXCHANGE, None);
     ch.send(&Message::RoundDone { summary: mine })?;
     let theirs = match ch.recv_patient("the server's round result")? {
         Message::RoundDone { summary } => summary,

@@ -140,7 +140,8 @@ pub(super) fn run_round(
                     } else {
                         Side::Responder
                     };
-                    let o = pingpong::run(tq, side, remotes[0].qpn, remotes[0].qkey, &pp, &STOP)?;
+                    let remote = (remotes[0].qpn, remotes[0].qkey);
+                    let o = pingpong::run(tq, side, remote, &pp, progress, &STOP)?;
                     (o.latency, o.round_trips, 2.0)
                 }
                 Op::Write => {

@@ -10,6 +10,7 @@ use crate::connect::endpoint::Endpoint;
 use crate::connect::establish::{self, Connected};
 use crate::exit::DataMismatch;
 use crate::perf::{Progress, verify};
+use crate::session::phase::{self, QP_SETUP, RESULT_EXCHANGE, TRANSFER};
 use crate::session::{SessionOptions, status};
 use anyhow::{Result, bail};
 
@@ -42,6 +43,7 @@ pub fn serve(
     };
     let plan = recipe.plan(opts);
     // Owns the QPs and the rdma_cm ids, and drops them in that order.
+    phase::enter(QP_SETUP, None);
     let mut conn = establish::server(ch, &plan, client_eps)?;
     let Connected { qps, remotes, .. } = &mut conn;
     let progress = Progress::default();
@@ -74,14 +76,20 @@ pub fn serve(
                         ),
                     }
                 }
+                phase::enter(TRANSFER, None);
                 prepare_round(qps, kind, &p, plan, true);
                 ch.send(&Message::RoundReady)?;
                 let (mine, cpu) =
                     crate::cpu::measure(|| run_round(qps, remotes, &cx, plan, &progress));
                 let mine = match mine {
                     Ok(m) => m,
+                    Err(e) if e.is::<crate::exit::Interrupted>() => {
+                        let what = format!("the round of {size} bytes with {peer}");
+                        return Err(ch.fail(e.context(what)));
+                    }
                     Err(e) => return Err(ch.fail(e)),
                 };
+                phase::enter(RESULT_EXCHANGE, None);
                 match ch.recv_patient("the client's round result")? {
                     Message::RoundDone { .. } => {}
                     _ => bail!("{peer} ended the round with an unexpected message"),
@@ -120,6 +128,7 @@ pub fn serve(
                 rounds += 1;
             }
             Message::TcpRound { size } => {
+                phase::enter(TRANSFER, None);
                 tcp_server_round(ch, kind, &p, size, opts)?;
             }
             Message::Finished { .. } => {

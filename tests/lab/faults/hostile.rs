@@ -220,7 +220,8 @@ fn persistent_server_survives_hostile_messages() {
     let log = stderr(&out);
     assert!(!log.contains("panicked"), "{log}");
     for (c, me) in &peers {
-        let line = log.lines().find(|l| {
+        // The last line naming the peer: its outcome (a "connected" line may come first).
+        let line = log.lines().rev().find(|l| {
             l.contains(&format!("{me} "))
                 || l.ends_with(me.as_str())
                 || l.contains(&format!("{me}:"))

@@ -7,7 +7,7 @@ mod handshake;
 mod hostile;
 mod link_cut;
 mod mid_run;
-mod resources;
+pub(crate) mod resources;
 mod silent;
 mod versions;
 mod wire;

@@ -12,7 +12,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// rxe0's object counts from `rdma resource show`: (pd, cq, qp, mr).
-fn rxe0_resources() -> [u64; 4] {
+pub(crate) fn rxe0_resources() -> [u64; 4] {
     let o = Command::new("rdma")
         .args(["resource", "show"])
         .output()
