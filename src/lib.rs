@@ -8,6 +8,7 @@ pub mod commands;
 pub mod connect;
 pub mod cpu;
 pub mod exit;
+pub mod ib;
 pub mod inventory;
 pub mod manual;
 pub mod perf;

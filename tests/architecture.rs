@@ -15,6 +15,13 @@ const ABOVE_VERBS: &[&str] = &[
     "manual",
 ];
 
+/// The vocabulary below the verbs core (`ib`) imports no other module.
+#[rustfmt::skip]
+const EVERY_OTHER_MODULE: &[&str] = &[
+    "cli", "commands", "connect", "session", "perf", "pingpong", "report", "api", "inventory",
+    "manual", "verbs", "sysfs", "exit", "units", "stats", "cpu",
+];
+
 /// What the engines (`perf`, `pingpong`) may not import.
 const ABOVE_ENGINES: &[&str] = &["report", "cli", "commands", "session", "api"];
 
@@ -33,6 +40,7 @@ const ABOVE_SESSION: &[&str] = &["cli", "commands", "api"];
 #[rustfmt::skip]
 const RULES: &[(&str, &[&str], &str)] = &[
     ("report",   OFF_LIMITS_TO_RENDERERS, "renderers take result types only"),
+    ("ib",       EVERY_OTHER_MODULE, "the IB vocabulary is plain values and imports nothing"),
     ("verbs",    ABOVE_VERBS,   "the verbs core imports nothing above it"),
     ("perf",     ABOVE_ENGINES, "engines measure; they neither parse flags nor print"),
     ("pingpong", ABOVE_ENGINES, "engines measure; they neither parse flags nor print"),

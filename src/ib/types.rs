@@ -1,4 +1,4 @@
-//! Plain Rust names for the numeric codes libibverbs reports (port states, MTUs, speeds, GID types…).
+//! Plain Rust names for the numeric codes of the IB spec (port states, MTUs, speeds, GID types…).
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
