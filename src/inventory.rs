@@ -1,101 +1,11 @@
 //! Gathers what `devices` and `ports` report: device and port attributes, GID tables, counters.
 
+use crate::device_access::{device_list, gid_table, unknown_device};
 use crate::exit::UsageError;
+use crate::report::inventory::{DeviceInfo, GidInfo, PortDetails, PortInfo, PortsReport};
 use crate::sysfs;
-use crate::verbs::{
-    self, Context, Device, DeviceLimits, DeviceList, DeviceTransport, GidEntry, GidType, LinkLayer,
-    Mtu, NodeType, PhysState, PortAttr, PortState, VerbsError,
-};
-use anyhow::{Context as _, Result, anyhow, bail};
-use serde::Serialize;
-use std::collections::BTreeMap;
-use std::path::Path;
-use std::sync::Arc;
-
-/// One row of `rdmadiag devices`.
-#[derive(Debug, Clone, Serialize)]
-pub struct DeviceInfo {
-    pub name: String,
-    pub node_guid: String,
-    pub sys_image_guid: String,
-    pub node_type: NodeType,
-    pub transport: DeviceTransport,
-    pub fw_ver: String,
-    pub hw_ver: u32,
-    pub vendor_id: u32,
-    pub vendor_part_id: u32,
-    pub board_id: Option<String>,
-    pub phys_port_cnt: u8,
-    pub ports_active: u8,
-    /// e.g. "1/1 active".
-    pub port_summary: String,
-    /// Device capabilities and limits (`ports -v`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub limits: Option<DeviceLimits>,
-}
-
-/// One GID table entry as `ports` reports it.
-#[derive(Debug, Clone, Serialize)]
-pub struct GidInfo {
-    pub index: u32,
-    pub gid: verbs::Gid,
-    #[serde(rename = "type")]
-    pub gid_type: GidType,
-    pub netdev: Option<String>,
-    /// The IP address a RoCE GID stands for (None on InfiniBand).
-    pub ip: Option<String>,
-    /// The GID rdmadiag uses by default on this port.
-    pub default: bool,
-}
-
-/// Port details beyond the summary (`ports -v`), named as `ibv_devinfo -v` names them.
-#[derive(Debug, Clone, Serialize)]
-pub struct PortDetails {
-    pub max_msg_sz: u32,
-    pub port_cap_flags: u32,
-    pub port_cap_flags2: u16,
-    pub max_vl_num: u8,
-    pub bad_pkey_cntr: u32,
-    pub qkey_viol_cntr: u32,
-    pub sm_sl: u8,
-    pub pkey_tbl_len: u16,
-    pub gid_tbl_len: i32,
-    pub subnet_timeout: u8,
-    pub init_type_reply: u8,
-    pub flags: u8,
-}
-
-/// One port as `rdmadiag ports` reports it.
-#[derive(Debug, Clone, Serialize)]
-pub struct PortInfo {
-    pub device: String,
-    pub port: u8,
-    pub state: PortState,
-    pub physical_state: PhysState,
-    pub link_layer: LinkLayer,
-    pub lid: u16,
-    pub sm_lid: u16,
-    pub lmc: u8,
-    pub max_mtu: Option<Mtu>,
-    pub active_mtu: Option<Mtu>,
-    /// e.g. "4X".
-    pub active_width: Option<String>,
-    /// Per-lane speed name, e.g. "EDR".
-    pub active_speed: Option<String>,
-    pub speed_per_lane_gbps: Option<f64>,
-    /// Lanes × per-lane speed.
-    pub rate_gbps: Option<f64>,
-    pub netdev: Option<String>,
-    pub default_gid_index: Option<u32>,
-    pub gids: Vec<GidInfo>,
-    pub pkeys: Vec<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub details: Option<PortDetails>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub counters: Option<BTreeMap<String, u64>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub hw_counters: Option<BTreeMap<String, u64>>,
-}
+use crate::verbs::{self, Context, Device, DeviceList, GidEntry, GidType, LinkLayer};
+use anyhow::{Context as _, Result, bail};
 
 /// What `ports` should gather.
 #[derive(Debug, Clone, Copy, Default)]
@@ -108,61 +18,6 @@ pub struct PortQuery {
 pub fn format_guid(guid: u64) -> String {
     let h = format!("{guid:016x}");
     format!("{}:{}:{}:{}", &h[0..4], &h[4..8], &h[8..12], &h[12..16])
-}
-
-/// Explain why there is no device, telling "no RDMA in the kernel" from "no device present".
-pub fn no_device_message(list_error: Option<&VerbsError>, sysfs_root: &Path) -> String {
-    const HINT: &str =
-        "for Soft-RoCE: modprobe rdma_rxe && rdma link add rxe0 type rxe netdev IFACE";
-    match sysfs::kernel_devices(sysfs_root) {
-        None => {
-            let why = list_error.map(|e| format!(" ({e})")).unwrap_or_default();
-            format!(
-                "no RDMA device: this kernel has no RDMA support loaded{why}; load your NIC's \
-                 RDMA driver, or {HINT}"
-            )
-        }
-        Some(names) if !names.is_empty() => format!(
-            "no usable RDMA device: the kernel has {} but libibverbs found no userspace driver \
-             for it; install the provider package (Debian/Ubuntu: ibverbs-providers) and check \
-             that ib_uverbs is loaded",
-            names.join(", ")
-        ),
-        Some(_) => format!("no RDMA device present (the kernel's RDMA core has none); {HINT}"),
-    }
-}
-
-/// The device list, or the explained no-device error.
-pub fn device_list() -> Result<DeviceList> {
-    let root = sysfs::class_root();
-    match DeviceList::new() {
-        Ok(list) if list.is_empty() => bail!(no_device_message(None, &root)),
-        Ok(list) => Ok(list),
-        Err(e) => bail!(no_device_message(Some(&e), &root)),
-    }
-}
-
-/// Open the named device, or every device when `name` is None.
-pub fn open_devices(name: Option<&str>) -> Result<Vec<Arc<Context>>> {
-    let list = device_list()?;
-    match name {
-        Some(n) => Ok(vec![
-            list.find(n)
-                .ok_or_else(|| unknown_device(n, &list))?
-                .open()?,
-        ]),
-        None => list
-            .iter()
-            .map(|d| d.open().map_err(anyhow::Error::from))
-            .collect(),
-    }
-}
-
-fn unknown_device(name: &str, list: &DeviceList) -> anyhow::Error {
-    anyhow!(
-        "no RDMA device named '{name}'; devices present: {}",
-        list.names().join(", ")
-    )
 }
 
 /// Describe one open device from its list entry and context.
@@ -208,44 +63,6 @@ pub fn devices(name: Option<&str>, verbose: bool) -> Result<Vec<DeviceInfo>> {
         .iter()
         .map(|dev| describe_device(dev, &*dev.open()?, verbose))
         .collect()
-}
-
-/// The GID table of one port: from `ibv_query_gid_table`, or, where that verb is missing,
-/// from `ibv_query_gid` plus sysfs `gid_attrs`. `port_count` sizes the device-wide query.
-pub fn gid_table(
-    ctx: &Context,
-    port: u8,
-    attr: &PortAttr,
-    port_count: u8,
-) -> Result<Vec<GidEntry>> {
-    let len = attr.gid_tbl_len.max(0) as u32;
-    if let Ok(all) = ctx.gid_table(len as usize * port_count.max(1) as usize) {
-        return Ok(all.into_iter().filter(|e| e.port == port).collect());
-    }
-    let root = sysfs::class_root();
-    let mut out = Vec::new();
-    for index in 0..len {
-        let Ok(gid) = ctx.query_gid(port, index) else {
-            continue;
-        };
-        if gid.is_zero() {
-            continue;
-        }
-        let gid_type = sysfs::gid_type_text(&root, ctx.name(), port, index)
-            .and_then(|t| GidType::from_sysfs(&t, attr.link_layer))
-            .unwrap_or(match attr.link_layer {
-                LinkLayer::Ethernet => GidType::RoceV1,
-                _ => GidType::Ib,
-            });
-        out.push(GidEntry {
-            port,
-            index,
-            gid,
-            gid_type,
-            netdev: sysfs::gid_netdev(&root, ctx.name(), port, index),
-        });
-    }
-    Ok(out)
 }
 
 fn gid_infos(entries: &[GidEntry], link_layer: LinkLayer) -> (Vec<GidInfo>, Option<u32>) {
@@ -330,14 +147,6 @@ pub fn port_info(ctx: &Context, port: u8, port_count: u8, q: PortQuery) -> Resul
     })
 }
 
-/// The report of `rdmadiag ports`: each selected port, plus device limits when verbose.
-#[derive(Debug, Clone, Serialize)]
-pub struct PortsReport {
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub devices: Vec<DeviceInfo>,
-    pub ports: Vec<PortInfo>,
-}
-
 /// Gather `ports` for `device` (or all) and `port` (or all).
 pub fn ports(device: Option<&str>, port: Option<u8>, q: PortQuery) -> Result<PortsReport> {
     let list = device_list()?;
@@ -389,30 +198,6 @@ mod tests {
     fn guid_formats_like_ibv_devinfo() {
         assert_eq!(format_guid(0x5054_00ff_fe12_3456), "5054:00ff:fe12:3456");
         assert_eq!(format_guid(0), "0000:0000:0000:0000");
-    }
-
-    #[test]
-    fn no_device_messages_tell_the_cases_apart() {
-        let base = std::env::temp_dir().join(format!("rdmadiag-nodev-{}", std::process::id()));
-        let e = VerbsError::new("ibv_get_device_list", "", libc::ENOSYS);
-        let none = no_device_message(Some(&e), &base.join("absent"));
-        assert!(none.contains("this kernel has no RDMA support"), "{none}");
-        assert!(none.contains("ENOSYS"), "{none}");
-        assert!(
-            none.contains("rdma link add rxe0 type rxe netdev"),
-            "{none}"
-        );
-
-        std::fs::create_dir_all(base.join("empty")).unwrap();
-        let empty = no_device_message(None, &base.join("empty"));
-        assert!(empty.contains("no RDMA device present"), "{empty}");
-        assert!(empty.contains("rdma link add"), "{empty}");
-
-        std::fs::create_dir_all(base.join("orphan/mlx5_0")).unwrap();
-        let orphan = no_device_message(None, &base.join("orphan"));
-        assert!(orphan.contains("mlx5_0"), "{orphan}");
-        assert!(orphan.contains("ibverbs-providers"), "{orphan}");
-        std::fs::remove_dir_all(base).unwrap();
     }
 
     #[test]

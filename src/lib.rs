@@ -7,6 +7,7 @@ pub mod cli;
 pub mod commands;
 pub mod connect;
 pub mod cpu;
+pub mod device_access;
 pub mod exit;
 pub mod ib;
 pub mod inventory;

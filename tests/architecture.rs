@@ -54,10 +54,6 @@ const RULES: &[(&str, &[&str], &str)] = &[
 /// test, so the list only shrinks.
 #[rustfmt::skip]
 const KNOWN_EXCEPTIONS: &[(&str, &str, &str)] = &[
-    // The device and port renderers take inventory's DeviceInfo/PortInfo, whose fields are
-    // verbs' value enums (PortState, LinkLayer, Mtu...), and their tests build those values.
-    ("report", "verbs", "the inventory types move into report/inventory.rs with plain value \
-                         types (issue 10, item 1, the inventory half)"),
 ];
 
 /// One import of another top-level module.

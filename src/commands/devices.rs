@@ -10,7 +10,7 @@ use serde::Serialize;
 /// The JSON document of `devices --json`.
 #[derive(Serialize)]
 struct DevicesDoc<'a> {
-    devices: &'a [inventory::DeviceInfo],
+    devices: &'a [report::inventory::DeviceInfo],
 }
 
 pub fn run(args: &DevicesArgs) -> Result<u8> {

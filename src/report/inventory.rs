@@ -1,10 +1,106 @@
-//! `rdmadiag devices` and `rdmadiag ports` as tables and text.
+//! What `rdmadiag devices` and `rdmadiag ports` report, and its tables and text.
 
 use super::{Style, finish, opt};
-use crate::inventory::{DeviceInfo, PortInfo, PortsReport};
+use crate::ib::{
+    DeviceLimits, DeviceTransport, Gid, GidType, LinkLayer, Mtu, NodeType, PhysState, PortState,
+};
 use crate::sysfs::is_error_counter;
 use comfy_table::Cell;
+use serde::Serialize;
 use std::collections::BTreeMap;
+
+/// One row of `rdmadiag devices`.
+#[derive(Debug, Clone, Serialize)]
+pub struct DeviceInfo {
+    pub name: String,
+    pub node_guid: String,
+    pub sys_image_guid: String,
+    pub node_type: NodeType,
+    pub transport: DeviceTransport,
+    pub fw_ver: String,
+    pub hw_ver: u32,
+    pub vendor_id: u32,
+    pub vendor_part_id: u32,
+    pub board_id: Option<String>,
+    pub phys_port_cnt: u8,
+    pub ports_active: u8,
+    /// e.g. "1/1 active".
+    pub port_summary: String,
+    /// Device capabilities and limits (`ports -v`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limits: Option<DeviceLimits>,
+}
+
+/// One GID table entry as `ports` reports it.
+#[derive(Debug, Clone, Serialize)]
+pub struct GidInfo {
+    pub index: u32,
+    pub gid: Gid,
+    #[serde(rename = "type")]
+    pub gid_type: GidType,
+    pub netdev: Option<String>,
+    /// The IP address a RoCE GID stands for (None on InfiniBand).
+    pub ip: Option<String>,
+    /// The GID rdmadiag uses by default on this port.
+    pub default: bool,
+}
+
+/// Port details beyond the summary (`ports -v`), named as `ibv_devinfo -v` names them.
+#[derive(Debug, Clone, Serialize)]
+pub struct PortDetails {
+    pub max_msg_sz: u32,
+    pub port_cap_flags: u32,
+    pub port_cap_flags2: u16,
+    pub max_vl_num: u8,
+    pub bad_pkey_cntr: u32,
+    pub qkey_viol_cntr: u32,
+    pub sm_sl: u8,
+    pub pkey_tbl_len: u16,
+    pub gid_tbl_len: i32,
+    pub subnet_timeout: u8,
+    pub init_type_reply: u8,
+    pub flags: u8,
+}
+
+/// One port as `rdmadiag ports` reports it.
+#[derive(Debug, Clone, Serialize)]
+pub struct PortInfo {
+    pub device: String,
+    pub port: u8,
+    pub state: PortState,
+    pub physical_state: PhysState,
+    pub link_layer: LinkLayer,
+    pub lid: u16,
+    pub sm_lid: u16,
+    pub lmc: u8,
+    pub max_mtu: Option<Mtu>,
+    pub active_mtu: Option<Mtu>,
+    /// e.g. "4X".
+    pub active_width: Option<String>,
+    /// Per-lane speed name, e.g. "EDR".
+    pub active_speed: Option<String>,
+    pub speed_per_lane_gbps: Option<f64>,
+    /// Lanes × per-lane speed.
+    pub rate_gbps: Option<f64>,
+    pub netdev: Option<String>,
+    pub default_gid_index: Option<u32>,
+    pub gids: Vec<GidInfo>,
+    pub pkeys: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub details: Option<PortDetails>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub counters: Option<BTreeMap<String, u64>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hw_counters: Option<BTreeMap<String, u64>>,
+}
+
+/// The report of `rdmadiag ports`: each selected port, plus device limits when verbose.
+#[derive(Debug, Clone, Serialize)]
+pub struct PortsReport {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<DeviceInfo>,
+    pub ports: Vec<PortInfo>,
+}
 
 /// `rdmadiag devices`: one row per device.
 pub fn devices_table(devs: &[DeviceInfo], style: Style) -> String {
@@ -75,7 +171,7 @@ fn port_block(p: &PortInfo, style: Style) -> String {
         )),
     ]);
     kv.add_row(vec![Cell::new("speed"), Cell::new(speed_text(p))]);
-    if p.link_layer == crate::verbs::LinkLayer::InfiniBand {
+    if p.link_layer == LinkLayer::InfiniBand {
         kv.add_row(vec![
             Cell::new("LID / SM LID / LMC"),
             Cell::new(format!("0x{:04x} / 0x{:04x} / {}", p.lid, p.sm_lid, p.lmc)),
@@ -211,8 +307,6 @@ pub fn ports_text(r: &PortsReport, style: Style) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::inventory::{GidInfo, PortsReport};
-    use crate::verbs::{DeviceTransport, GidType, LinkLayer, Mtu, NodeType, PhysState, PortState};
 
     fn port() -> PortInfo {
         PortInfo {

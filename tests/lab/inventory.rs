@@ -302,7 +302,7 @@ fn verbs_core_moves_data_over_rc_loopback() {
     let ctx = list.find(DEV).expect("rxe0").open().expect("open rxe0");
     drop(list); // the context must stay usable without the list
     let pattr = ctx.query_port(1).unwrap();
-    let gids = rdmadiag::inventory::gid_table(&ctx, 1, &pattr, 1).unwrap();
+    let gids = rdmadiag::device_access::gid_table(&ctx, 1, &pattr, 1).unwrap();
     let sgid = default_gid_index(&gids).expect("a RoCE GID");
     let gid = gids.iter().find(|g| g.index == sgid).unwrap().gid;
 
