@@ -26,8 +26,8 @@ end
 
 complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -s h -l help -d 'Print help'
 complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -s V -l version -d 'Print version'
-complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "devices" -d 'List RDMA devices: GUID, type, firmware, vendor, ports and their state'
-complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "ports" -d 'Show ports: state, link layer, MTU, speed, netdev and the GID table with types and IPs'
+complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "devices" -d 'List RDMA devices: GUID, type, firmware, PCI id, ports and their state (read from sysfs)'
+complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "ports" -d 'Show ports: state, link layer, speed, netdev and its MTU, and the GID table with types and IPs'
 complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "pingpong" -d 'SEND/RECV ping-pong round trips (like ibv_rc_pingpong): server without HOST, client with'
 complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "bw" -d 'Bandwidth and message rate of SEND, RDMA WRITE or RDMA READ (like ib_*_bw)'
 complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "lat" -d 'Latency of SEND, RDMA WRITE or RDMA READ, with percentiles (like ib_*_lat)'
@@ -40,7 +40,7 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand devices" -s h -l help 
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand devices" -s V -l version -d 'Print version'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand ports" -s d -l device -d 'Show only this device (e.g. mlx5_0, rxe0)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand ports" -s p -l port -d 'Show only this port (1-based, as ibv_devinfo numbers them)' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand ports" -s v -l verbose -d 'Add device limits and port details (at least what `ibv_devinfo -v` shows)'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand ports" -s v -l verbose -d 'Add device limits and port details, the IB MTUs among them (at least what `ibv_devinfo -v` shows): this opens each device through libibverbs, where without -v only sysfs is read'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand ports" -l counters -d 'Add the port counters from sysfs (counters/ and hw_counters/); non-zero error counters are highlighted'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand ports" -l json -d 'Print one JSON document instead of tables (schema: docs/json.md)'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand ports" -s h -l help -d 'Print help'
@@ -186,8 +186,8 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -s v -l verbose 
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l json -d 'Print one JSON document instead of tables (schema: docs/json.md)'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -s V -l version -d 'Print version'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read help" -f -a "devices" -d 'List RDMA devices: GUID, type, firmware, vendor, ports and their state'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read help" -f -a "ports" -d 'Show ports: state, link layer, MTU, speed, netdev and the GID table with types and IPs'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read help" -f -a "devices" -d 'List RDMA devices: GUID, type, firmware, PCI id, ports and their state (read from sysfs)'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read help" -f -a "ports" -d 'Show ports: state, link layer, speed, netdev and its MTU, and the GID table with types and IPs'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read help" -f -a "pingpong" -d 'SEND/RECV ping-pong round trips (like ibv_rc_pingpong): server without HOST, client with'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read help" -f -a "bw" -d 'Bandwidth and message rate of SEND, RDMA WRITE or RDMA READ (like ib_*_bw)'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read help" -f -a "lat" -d 'Latency of SEND, RDMA WRITE or RDMA READ, with percentiles (like ib_*_lat)'

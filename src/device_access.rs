@@ -1,7 +1,7 @@
 //! Finding and opening RDMA devices (the no-device errors explained) and reading GID tables.
 
 use crate::sysfs;
-use crate::verbs::{Context, DeviceList, GidEntry, GidType, LinkLayer, PortAttr, VerbsError};
+use crate::verbs::{Context, DeviceList, GidEntry, PortAttr, VerbsError};
 use anyhow::{Result, anyhow, bail};
 use std::path::Path;
 use std::sync::Arc;
@@ -44,7 +44,7 @@ pub fn open_devices(name: Option<&str>) -> Result<Vec<Arc<Context>>> {
     match name {
         Some(n) => Ok(vec![
             list.find(n)
-                .ok_or_else(|| unknown_device(n, &list))?
+                .ok_or_else(|| unknown_device(n, &list.names()))?
                 .open()?,
         ]),
         None => list
@@ -55,10 +55,10 @@ pub fn open_devices(name: Option<&str>) -> Result<Vec<Arc<Context>>> {
 }
 
 /// The error for a name that is no device's, listing the devices present.
-pub fn unknown_device(name: &str, list: &DeviceList) -> anyhow::Error {
+pub fn unknown_device(name: &str, present: &[String]) -> anyhow::Error {
     anyhow!(
         "no RDMA device named '{name}'; devices present: {}",
-        list.names().join(", ")
+        present.join(", ")
     )
 }
 
@@ -83,17 +83,11 @@ pub fn gid_table(
         if gid.is_zero() {
             continue;
         }
-        let gid_type = sysfs::gid_type_text(&root, ctx.name(), port, index)
-            .and_then(|t| GidType::from_sysfs(&t, attr.link_layer))
-            .unwrap_or(match attr.link_layer {
-                LinkLayer::Ethernet => GidType::RoceV1,
-                _ => GidType::Ib,
-            });
         out.push(GidEntry {
             port,
             index,
             gid,
-            gid_type,
+            gid_type: sysfs::gid_type(&root, ctx.name(), port, index, attr.link_layer),
             netdev: sysfs::gid_netdev(&root, ctx.name(), port, index),
         });
     }

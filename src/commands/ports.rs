@@ -14,6 +14,7 @@ pub fn run(args: &PortsArgs) -> Result<u8> {
         PortQuery {
             verbose: args.verbose,
             counters: args.counters,
+            source: inventory::Source::Sysfs,
         },
     )?;
     if args.output.json {

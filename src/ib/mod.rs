@@ -11,5 +11,5 @@ pub use gid::{Gid, GidEntry, default_gid_index};
 pub use limits::DeviceLimits;
 pub use types::{
     AtomicCap, DeviceTransport, GidType, LinkLayer, Mtu, NodeType, PhysState, PortState,
-    speed_per_lane, width_lanes,
+    speed_named, speed_per_lane, width_lanes,
 };

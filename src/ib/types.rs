@@ -166,19 +166,33 @@ pub fn width_lanes(raw: u8) -> Option<u32> {
     }
 }
 
+/// The IB link speeds: `ibv_port_attr.active_speed`, the name sysfs `rate` shows, nominal Gb/s
+/// per lane.
+const SPEEDS: &[(u8, &str, f64)] = &[
+    (1, "SDR", 2.5),
+    (2, "DDR", 5.0),
+    (4, "QDR", 10.0),
+    (8, "FDR10", 10.0),
+    (16, "FDR", 14.0),
+    (32, "EDR", 25.0),
+    (64, "HDR", 50.0),
+    (128, "NDR", 100.0),
+];
+
 /// Per-lane speed (`ibv_port_attr.active_speed`): (name, nominal Gb/s per lane).
 pub fn speed_per_lane(raw: u8) -> Option<(&'static str, f64)> {
-    match raw {
-        1 => Some(("SDR", 2.5)),
-        2 => Some(("DDR", 5.0)),
-        4 => Some(("QDR", 10.0)),
-        8 => Some(("FDR10", 10.0)),
-        16 => Some(("FDR", 14.0)),
-        32 => Some(("EDR", 25.0)),
-        64 => Some(("HDR", 50.0)),
-        128 => Some(("NDR", 100.0)),
-        _ => None,
-    }
+    SPEEDS
+        .iter()
+        .find(|s| s.0 == raw)
+        .map(|&(_, name, gbps)| (name, gbps))
+}
+
+/// Per-lane speed by the name sysfs `rate` gives it ("EDR"): (name, nominal Gb/s per lane).
+pub fn speed_named(name: &str) -> Option<(&'static str, f64)> {
+    SPEEDS
+        .iter()
+        .find(|s| s.1 == name)
+        .map(|&(_, name, gbps)| (name, gbps))
 }
 
 /// Node type of a device (`enum ibv_node_type`).
@@ -242,6 +256,19 @@ pub enum DeviceTransport {
 }
 
 impl DeviceTransport {
+    /// The transport libibverbs gives a device of this node type (it reads sysfs `node_type`
+    /// and derives the transport from it).
+    pub fn of_node_type(node_type: NodeType) -> Self {
+        match node_type {
+            NodeType::Ca | NodeType::Switch | NodeType::Router => Self::InfiniBand,
+            NodeType::Rnic => Self::Iwarp,
+            NodeType::Usnic => Self::Usnic,
+            NodeType::UsnicUdp => Self::UsnicUdp,
+            NodeType::Unspecified => Self::Unspecified,
+            NodeType::Unknown(_) => Self::Unknown(-1),
+        }
+    }
+
     pub fn from_raw(v: i32) -> Self {
         match v {
             0 => Self::InfiniBand,
@@ -364,6 +391,9 @@ mod tests {
         assert_eq!(width_lanes(3), None);
         assert_eq!(speed_per_lane(32), Some(("EDR", 25.0)));
         assert_eq!(speed_per_lane(3), None);
+        assert_eq!(speed_named("EDR"), speed_per_lane(32));
+        assert_eq!(speed_named("FDR10"), Some(("FDR10", 10.0)));
+        assert_eq!(speed_named("XDR"), None);
     }
 
     #[test]
