@@ -33,8 +33,8 @@ end
 
 complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -s h -l help -d 'Print help'
 complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -s V -l version -d 'Print version'
-complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "devices" -d 'List RDMA devices: GUID, type, firmware, vendor, ports and their state'
-complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "ports" -d 'Show ports: state, link layer, MTU, speed, netdev and the GID table with types and IPs'
+complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "devices" -d 'List RDMA devices: GUID, type, firmware, PCI id, ports and their state (read from sysfs)'
+complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "ports" -d 'Show ports: state, link layer, speed, netdev and its MTU, and the GID table with types and IPs'
 complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "pingpong" -d 'SEND/RECV ping-pong round trips (like ibv_rc_pingpong): server without HOST, client with'
 complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "bw" -d 'Bandwidth and message rate of SEND, RDMA WRITE or RDMA READ (like ib_*_bw)'
 complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "lat" -d 'Latency of SEND, RDMA WRITE or RDMA READ, with percentiles (like ib_*_lat)'
@@ -48,7 +48,7 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand devices" -s V -l versi
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand ports" -s i -l ib-port -d 'Show only this port (1-based; -i as ibv_devinfo and the test commands)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand ports" -l interval -d 'With --counters: read them, wait this long (Ctrl-C ends the wait early), read them again and show what changed and the rate (e.g. 10s)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand ports" -s d -l device -d 'Show only this device (e.g. mlx5_0, rxe0)' -r -f -a "(__fish_rdmadiag_devices)"
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand ports" -s v -l verbose -d 'Add device limits and port details (at least what `ibv_devinfo -v` shows)'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand ports" -s v -l verbose -d 'Add device limits and port details, the IB MTUs among them (at least what `ibv_devinfo -v` shows): this opens each device through libibverbs, where without -v only sysfs is read'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand ports" -l counters -d 'Add the port counters from sysfs (counters/ and hw_counters/); non-zero error counters are highlighted'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand ports" -l json -d 'Print one JSON document instead of tables (schema: rdmadiag-json(7))'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand ports" -s h -l help -d 'Print help'
@@ -204,8 +204,8 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -s v -l verbose 
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l json -d 'Print one JSON document instead of tables (schema: rdmadiag-json(7))'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -s h -l help -d 'Print help'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -s V -l version -d 'Print version'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read help" -f -a "devices" -d 'List RDMA devices: GUID, type, firmware, vendor, ports and their state'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read help" -f -a "ports" -d 'Show ports: state, link layer, MTU, speed, netdev and the GID table with types and IPs'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read help" -f -a "devices" -d 'List RDMA devices: GUID, type, firmware, PCI id, ports and their state (read from sysfs)'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read help" -f -a "ports" -d 'Show ports: state, link layer, speed, netdev and its MTU, and the GID table with types and IPs'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read help" -f -a "pingpong" -d 'SEND/RECV ping-pong round trips (like ibv_rc_pingpong): server without HOST, client with'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read help" -f -a "bw" -d 'Bandwidth and message rate of SEND, RDMA WRITE or RDMA READ (like ib_*_bw)'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read help" -f -a "lat" -d 'Latency of SEND, RDMA WRITE or RDMA READ, with percentiles (like ib_*_lat)'

@@ -30,10 +30,10 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// List RDMA devices: GUID, type, firmware, vendor, ports and their state.
+    /// List RDMA devices: GUID, type, firmware, PCI id, ports and their state (read from sysfs).
     #[command(after_help = EXIT_CODES_HELP)]
     Devices(DevicesArgs),
-    /// Show ports: state, link layer, MTU, speed, netdev and the GID table with types and IPs.
+    /// Show ports: state, link layer, speed, netdev and its MTU, and the GID table with types and IPs.
     #[command(after_help = EXIT_CODES_HELP)]
     Ports(PortsArgs),
     /// SEND/RECV ping-pong round trips (like ibv_rc_pingpong): server without HOST, client with.
@@ -246,7 +246,8 @@ pub struct PortsArgs {
           value_parser = clap::value_parser!(u8).range(1..))]
     pub port: Option<u8>,
 
-    /// Add device limits and port details (at least what `ibv_devinfo -v` shows).
+    /// Add device limits and port details, the IB MTUs among them (at least what `ibv_devinfo -v`
+    /// shows): this opens each device through libibverbs, where without -v only sysfs is read.
     #[arg(short = 'v', long)]
     pub verbose: bool,
 

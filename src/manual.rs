@@ -176,8 +176,9 @@ pub const DEFAULT_EXAMPLES: &[Example] = &[
 
 const DEVICES: &[Example] = &[
     Example {
-        what: "List every RDMA device: GUID, type, firmware, vendor and how many ports are \
-               active (what ibv_devices and ibv_devinfo show):",
+        what: "List every RDMA device: GUID, type, firmware, PCI id and how many ports are \
+               active (what ibv_devices and ibv_devinfo show, read from sysfs like ibstat: no \
+               device is opened, so it answers even when libibverbs cannot):",
         commands: &["rdmadiag devices"],
     },
     Example {
@@ -192,15 +193,15 @@ const DEVICES: &[Example] = &[
         ],
     },
     Example {
-        what: "More detail per port (link layer, MTU, speed, GIDs) is in rdmadiag-ports(1):",
+        what: "More detail per port (link layer, speed, netdev MTU, GIDs) is in rdmadiag-ports(1):",
         commands: &["rdmadiag ports -d mlx5_0"],
     },
 ];
 
 const PORTS: &[Example] = &[
     Example {
-        what: "Every port of every device: state, link layer, MTU, speed, netdev and the GID \
-               table with GID types and IP addresses (ibv_devinfo plus show_gids):",
+        what: "Every port of every device: state, link layer, speed, netdev and its MTU, and the \
+               GID table with GID types and IP addresses (ibv_devinfo plus show_gids), from sysfs:",
         commands: &["rdmadiag ports"],
     },
     Example {
@@ -208,7 +209,8 @@ const PORTS: &[Example] = &[
         commands: &["rdmadiag ports -d mlx5_0 -i 1"],
     },
     Example {
-        what: "Add the device limits and every port detail (ibv_devinfo -v):",
+        what: "Add the device limits and every port detail, the IB MTUs among them (ibv_devinfo \
+               -v; this opens the devices through libibverbs):",
         commands: &["rdmadiag ports -v"],
     },
     Example {

@@ -10,12 +10,12 @@ use serde::Serialize;
 /// The JSON document of `devices --json`.
 #[derive(Serialize)]
 struct DevicesDoc<'a> {
-    devices: &'a [inventory::DeviceInfo],
+    devices: &'a [report::inventory::DeviceInfo],
 }
 
 pub fn run(args: &DevicesArgs) -> Result<u8> {
     inventory::check_device_name(args.device.as_deref())?;
-    let devs = inventory::devices(args.device.as_deref(), false)?;
+    let devs = inventory::devices(args.device.as_deref(), inventory::Source::Sysfs)?;
     if args.output.json {
         report::emit_json(&DevicesDoc { devices: &devs })?;
     } else {

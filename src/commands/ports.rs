@@ -1,9 +1,10 @@
-//! `rdmadiag ports`: state, link, MTU, speed, netdev and GID table of each port, and counters.
+//! `rdmadiag ports`: state, link, speed, netdev and GID table of each port, and counters.
 
 use crate::cli::PortsArgs;
 use crate::counters::{self, CounterDeltas, Snapshot};
 use crate::exit::{self, AfterReport, Interrupted, STOP};
-use crate::inventory::{self, PortQuery, PortsReport};
+use crate::inventory::{self, PortQuery};
+use crate::report::inventory::PortsReport;
 use crate::report::{self, Style};
 use crate::sysfs;
 use anyhow::Result;
@@ -17,6 +18,7 @@ pub fn run(args: &PortsArgs) -> Result<u8> {
         PortQuery {
             verbose: args.verbose,
             counters: args.counters,
+            source: inventory::Source::Sysfs,
         },
     )?;
     let stopped = match args.interval {

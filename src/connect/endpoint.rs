@@ -1,6 +1,6 @@
 //! Choosing the local device, port and GID for a peer, and the QP endpoint both sides exchange.
 
-use crate::inventory;
+use crate::device_access;
 use crate::verbs::{Context, Gid, GidEntry, GidType, LinkLayer, Mtu, PortAttr, default_gid_index};
 use anyhow::{Result, bail};
 use serde::{Deserialize, Serialize};
@@ -144,7 +144,7 @@ pub struct PortChoice {
 /// Pick device, port and GID: the named ones, or the first active port whose GID table carries
 /// `local_ip`, or else the first active port.
 pub fn choose_port(choice: &PortChoice, local_ip: Option<IpAddr>) -> Result<LocalPort> {
-    let ctxs = inventory::open_devices(choice.device.as_deref())?;
+    let ctxs = device_access::open_devices(choice.device.as_deref())?;
     let mut candidates = Vec::new();
     for ctx in &ctxs {
         let n = ctx.query_device()?.phys_port_cnt;
@@ -157,7 +157,7 @@ pub fn choose_port(choice: &PortChoice, local_ip: Option<IpAddr>) -> Result<Loca
         };
         for p in ports {
             let attr = ctx.query_port(p)?;
-            let entries = inventory::gid_table(ctx, p, &attr, n)?;
+            let entries = device_access::gid_table(ctx, p, &attr, n)?;
             let carries_ip = local_ip.is_some_and(|ip| entries.iter().any(|e| e.gid.ip() == ip));
             candidates.push((ctx.clone(), p, attr, entries, carries_ip));
         }
@@ -210,7 +210,7 @@ pub fn local_port_on(
 ) -> Result<LocalPort> {
     let n = ctx.query_device()?.phys_port_cnt;
     let attr = ctx.query_port(port)?;
-    let entries = inventory::gid_table(&ctx, port, &attr, n)?;
+    let entries = device_access::gid_table(&ctx, port, &attr, n)?;
     finish_port(ctx, port, attr, &entries, gid_index, local_ip)
 }
 

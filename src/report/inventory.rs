@@ -1,10 +1,129 @@
-//! `rdmadiag devices` and `rdmadiag ports` as tables and text.
+//! What `rdmadiag devices` and `rdmadiag ports` report, and its tables and text.
 
 use super::{Style, finish, opt};
-use crate::counters::{Group, is_error_counter};
-use crate::inventory::{DeviceInfo, PortInfo, PortsReport};
+use crate::counters::{CounterDeltas, Group, is_error_counter};
+use crate::ib::{
+    DeviceLimits, DeviceTransport, Gid, GidType, LinkLayer, Mtu, NodeType, PhysState, PortState,
+};
 use comfy_table::Cell;
+use serde::Serialize;
 use std::collections::BTreeMap;
+
+/// One row of `rdmadiag devices`. Everything but `details` is what sysfs shows; both ways of
+/// gathering it (sysfs, or libibverbs with `ports -v`) give the same values.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DeviceInfo {
+    pub name: String,
+    pub node_guid: String,
+    pub sys_image_guid: String,
+    pub node_type: NodeType,
+    pub transport: DeviceTransport,
+    /// The kernel's firmware version (sysfs `fw_ver`); empty when the driver reports none.
+    pub fw_ver: String,
+    pub board_id: Option<String>,
+    /// PCI ids of the device's function (None without a PCI parent, as for Soft-RoCE).
+    pub pci_vendor_id: Option<u16>,
+    pub pci_device_id: Option<u16>,
+    pub phys_port_cnt: u8,
+    pub ports_active: u8,
+    /// e.g. "1/1 active".
+    pub port_summary: String,
+    /// What only `ibv_query_device` tells (`ports -v`).
+    #[serde(flatten)]
+    pub details: Option<DeviceDetails>,
+}
+
+/// What `ibv_query_device` adds to a device's sysfs attributes (`ports -v`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DeviceDetails {
+    pub hw_ver: u32,
+    /// The vendor's IEEE OUI (0x02c9 for NVIDIA/Mellanox: not its PCI vendor id).
+    pub vendor_id: u32,
+    pub vendor_part_id: u32,
+    pub limits: DeviceLimits,
+}
+
+/// One GID table entry as `ports` reports it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GidInfo {
+    pub index: u32,
+    pub gid: Gid,
+    #[serde(rename = "type")]
+    pub gid_type: GidType,
+    pub netdev: Option<String>,
+    /// The IP address a RoCE GID stands for (None on InfiniBand).
+    pub ip: Option<String>,
+    /// The GID rdmadiag uses by default on this port.
+    pub default: bool,
+}
+
+/// What `ibv_query_port` adds to a port's sysfs attributes (`ports -v`), named as
+/// `ibv_devinfo -v` names them.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PortDetails {
+    pub max_mtu: Option<Mtu>,
+    pub active_mtu: Option<Mtu>,
+    pub max_msg_sz: u32,
+    pub port_cap_flags: u32,
+    pub port_cap_flags2: u16,
+    pub max_vl_num: u8,
+    pub bad_pkey_cntr: u32,
+    pub qkey_viol_cntr: u32,
+    pub sm_sl: u8,
+    pub pkey_tbl_len: u16,
+    pub gid_tbl_len: i32,
+    pub subnet_timeout: u8,
+    pub init_type_reply: u8,
+    pub flags: u8,
+}
+
+/// One port as `rdmadiag ports` reports it. Everything but `details` is what sysfs shows; both
+/// ways of gathering it give the same values.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PortInfo {
+    pub device: String,
+    pub port: u8,
+    pub state: PortState,
+    pub physical_state: PhysState,
+    pub link_layer: LinkLayer,
+    pub lid: u16,
+    pub sm_lid: u16,
+    pub lmc: u8,
+    /// e.g. "4X".
+    pub active_width: Option<String>,
+    /// Per-lane speed name, e.g. "EDR".
+    pub active_speed: Option<String>,
+    pub speed_per_lane_gbps: Option<f64>,
+    /// Lanes × per-lane speed.
+    pub rate_gbps: Option<f64>,
+    pub netdev: Option<String>,
+    /// The netdev's MTU in bytes (RoCE); the IB MTUs are in `details`.
+    pub netdev_mtu: Option<u32>,
+    pub default_gid_index: Option<u32>,
+    pub gids: Vec<GidInfo>,
+    pub pkeys: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub details: Option<PortDetails>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub counters: Option<BTreeMap<String, u64>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hw_counters: Option<BTreeMap<String, u64>>,
+    /// With `--counters`: the names, in both maps, of the counters that count errors.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_counters: Option<Vec<String>>,
+    /// With `--counters --interval`: how the counters changed over the interval (the maps
+    /// above then hold the second reading).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub counter_deltas: Option<CounterDeltas>,
+}
+
+/// The report of `rdmadiag ports`: each selected port, plus device limits when verbose.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PortsReport {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<DeviceInfo>,
+    pub ports: Vec<PortInfo>,
+}
 
 /// `rdmadiag devices`: one row per device.
 pub fn devices_table(devs: &[DeviceInfo], style: Style) -> String {
@@ -14,8 +133,7 @@ pub fn devices_table(devs: &[DeviceInfo], style: Style) -> String {
         "TYPE",
         "TRANSPORT",
         "FIRMWARE",
-        "VENDOR",
-        "PART",
+        "PCI ID",
         "PORTS",
     ]);
     for d in devs {
@@ -25,8 +143,10 @@ pub fn devices_table(devs: &[DeviceInfo], style: Style) -> String {
             Cell::new(d.node_type),
             Cell::new(d.transport),
             Cell::new(if d.fw_ver.is_empty() { "-" } else { &d.fw_ver }),
-            Cell::new(format!("0x{:04x}", d.vendor_id)),
-            Cell::new(d.vendor_part_id),
+            Cell::new(match (d.pci_vendor_id, d.pci_device_id) {
+                (Some(v), Some(p)) => format!("{v:04x}:{p:04x}"),
+                _ => "-".to_string(),
+            }),
             if d.ports_active < d.phys_port_cnt {
                 style.alert(d.port_summary.clone())
             } else {
@@ -51,6 +171,19 @@ fn speed_text(p: &PortInfo) -> String {
     }
 }
 
+/// The IB MTUs (with `-v`) and the netdev's: "1024 active, 4096 max (netdev 1500)".
+fn mtu_text(p: &PortInfo) -> String {
+    let netdev = p.netdev_mtu.map(|m| format!("netdev {m}"));
+    match (&p.details, netdev) {
+        (Some(d), netdev) => {
+            let ib = format!("{} active, {} max", opt(&d.active_mtu), opt(&d.max_mtu));
+            netdev.map_or(ib.clone(), |n| format!("{ib} ({n})"))
+        }
+        (None, Some(n)) => format!("{n} (IB MTU: ports -v)"),
+        (None, None) => "IB MTU: ports -v".to_string(),
+    }
+}
+
 fn port_block(p: &PortInfo, style: Style) -> String {
     let mut out = String::new();
     let state = format!("{} ({})", p.state, p.physical_state);
@@ -66,16 +199,9 @@ fn port_block(p: &PortInfo, style: Style) -> String {
     ]);
     kv.add_row(vec![Cell::new("link layer"), Cell::new(p.link_layer)]);
     kv.add_row(vec![Cell::new("netdev"), Cell::new(opt(&p.netdev))]);
-    kv.add_row(vec![
-        Cell::new("MTU"),
-        Cell::new(format!(
-            "{} active, {} max",
-            opt(&p.active_mtu),
-            opt(&p.max_mtu)
-        )),
-    ]);
+    kv.add_row(vec![Cell::new("MTU"), Cell::new(mtu_text(p))]);
     kv.add_row(vec![Cell::new("speed"), Cell::new(speed_text(p))]);
-    if p.link_layer == crate::verbs::LinkLayer::InfiniBand {
+    if p.link_layer == LinkLayer::InfiniBand {
         kv.add_row(vec![
             Cell::new("LID / SM LID / LMC"),
             Cell::new(format!("0x{:04x} / 0x{:04x} / {}", p.lid, p.sm_lid, p.lmc)),
@@ -176,16 +302,20 @@ fn counter_table(title: &str, c: &BTreeMap<String, u64>, style: Style) -> String
 }
 
 fn limits_block(d: &DeviceInfo, style: Style) -> String {
-    let Some(l) = &d.limits else {
+    let Some(details) = &d.details else {
         return String::new();
     };
+    let l = &details.limits;
     let mut t = style.table(&[]);
     t.add_row(vec![
         style.bold(&format!("{} device", d.name)),
         Cell::new(format!(
-            "fw {}, hw_ver 0x{:x}, sys_image_guid {}, board_id {}",
+            "fw {}, hw_ver 0x{:x}, vendor_id 0x{:x}, vendor_part_id {}, sys_image_guid {}, \
+             board_id {}",
             if d.fw_ver.is_empty() { "-" } else { &d.fw_ver },
-            d.hw_ver,
+            details.hw_ver,
+            details.vendor_id,
+            details.vendor_part_id,
             d.sys_image_guid,
             opt(&d.board_id)
         )),
@@ -225,8 +355,6 @@ pub fn ports_text(r: &PortsReport, style: Style) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::inventory::{GidInfo, PortsReport};
-    use crate::verbs::{DeviceTransport, GidType, LinkLayer, Mtu, NodeType, PhysState, PortState};
 
     fn port() -> PortInfo {
         PortInfo {
@@ -238,13 +366,12 @@ mod tests {
             lid: 0,
             sm_lid: 0,
             lmc: 0,
-            max_mtu: Some(Mtu(4096)),
-            active_mtu: Some(Mtu(1024)),
             active_width: Some("4X".into()),
             active_speed: Some("EDR".into()),
             speed_per_lane_gbps: Some(25.0),
             rate_gbps: Some(100.0),
             netdev: Some("dummy0".into()),
+            netdev_mtu: Some(1500),
             default_gid_index: Some(1),
             gids: vec![
                 GidInfo {
@@ -289,7 +416,7 @@ mod tests {
             out.contains("4X EDR (25 Gb/s per lane) = 100 Gb/s"),
             "{out}"
         );
-        assert!(out.contains("1024 active, 4096 max"), "{out}");
+        assert!(out.contains("netdev 1500 (IB MTU: ports -v)"), "{out}");
         let row = out
             .lines()
             .find(|l| l.contains("::ffff:10.77.0.1") && l.contains("dummy0"))
@@ -304,25 +431,124 @@ mod tests {
         let fine = out.lines().find(|l| l.contains("port_xmit_data")).unwrap();
         assert!(!fine.contains('!'), "{fine}");
         assert!(!out.contains("LID / SM LID"), "no LID row on Ethernet");
+        assert!(!out.contains("max_msg_sz"), "port details only with -v");
     }
 
     #[test]
-    fn devices_table_one_row_per_device() {
-        let d = DeviceInfo {
+    fn verbose_ports_text_has_ib_mtus_and_device_details() {
+        let mut p = port();
+        p.details = Some(PortDetails {
+            max_mtu: Some(Mtu(4096)),
+            active_mtu: Some(Mtu(1024)),
+            max_msg_sz: 0x8000_0000,
+            port_cap_flags: 0x0001_0000,
+            port_cap_flags2: 0,
+            max_vl_num: 1,
+            bad_pkey_cntr: 0,
+            qkey_viol_cntr: 0,
+            sm_sl: 0,
+            pkey_tbl_len: 1,
+            gid_tbl_len: 1024,
+            subnet_timeout: 0,
+            init_type_reply: 0,
+            flags: 0,
+        });
+        let mut d = device();
+        d.details = Some(DeviceDetails {
+            hw_ver: 0,
+            vendor_id: 0xff_ffff,
+            vendor_part_id: 0,
+            limits: limits(),
+        });
+        let r = PortsReport {
+            devices: vec![d],
+            ports: vec![p],
+        };
+        let out = ports_text(&r, Style::plain());
+        assert!(out.contains("1024 active, 4096 max (netdev 1500)"), "{out}");
+        assert!(
+            out.contains("max_msg_sz") && out.contains("0x80000000"),
+            "{out}"
+        );
+        assert!(
+            out.contains("vendor_id 0xffffff, vendor_part_id 0"),
+            "{out}"
+        );
+        assert!(
+            out.contains("max_qp") && out.contains("ATOMIC_HCA"),
+            "{out}"
+        );
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["devices"][0]["vendor_id"], 0xff_ffff, "{json}");
+        assert_eq!(json["devices"][0]["limits"]["max_qp"], 1024, "{json}");
+        assert_eq!(json["ports"][0]["details"]["active_mtu"], 1024, "{json}");
+    }
+
+    fn limits() -> DeviceLimits {
+        DeviceLimits {
+            max_mr_size: u64::MAX,
+            page_size_cap: 0xffff_f000,
+            max_qp: 1024,
+            max_qp_wr: 1024,
+            device_cap_flags: 0,
+            max_sge: 32,
+            max_sge_rd: 32,
+            max_cq: 1024,
+            max_cqe: 1024,
+            max_mr: 1024,
+            max_pd: 1024,
+            max_qp_rd_atom: 128,
+            max_ee_rd_atom: 0,
+            max_res_rd_atom: 0,
+            max_qp_init_rd_atom: 128,
+            max_ee_init_rd_atom: 0,
+            atomic_cap: crate::ib::AtomicCap::Hca,
+            max_ee: 0,
+            max_rdd: 0,
+            max_mw: 0,
+            max_raw_ipv6_qp: 0,
+            max_raw_ethy_qp: 0,
+            max_mcast_grp: 0,
+            max_mcast_qp_attach: 0,
+            max_total_mcast_qp_attach: 0,
+            max_ah: 0,
+            max_fmr: 0,
+            max_map_per_fmr: 0,
+            max_srq: 0,
+            max_srq_wr: 0,
+            max_srq_sge: 0,
+            max_pkeys: 64,
+            local_ca_ack_delay: 15,
+        }
+    }
+
+    fn device() -> DeviceInfo {
+        DeviceInfo {
             name: "mlx5_0".into(),
             node_guid: "0c42:a103:0065:d4a6".into(),
             sys_image_guid: "0c42:a103:0065:d4a6".into(),
             node_type: NodeType::Ca,
             transport: DeviceTransport::InfiniBand,
             fw_ver: "20.31.1014".into(),
-            hw_ver: 0,
-            vendor_id: 0x02c9,
-            vendor_part_id: 4123,
             board_id: Some("MT_0000000222".into()),
+            pci_vendor_id: Some(0x15b3),
+            pci_device_id: Some(0x101b),
             phys_port_cnt: 2,
             ports_active: 1,
             port_summary: "1/2 active".into(),
-            limits: None,
+            details: None,
+        }
+    }
+
+    #[test]
+    fn devices_table_one_row_per_device() {
+        let d = device();
+        let soft = DeviceInfo {
+            name: "rxe0".into(),
+            fw_ver: String::new(),
+            pci_vendor_id: None,
+            pci_device_id: None,
+            ..d.clone()
         };
         let out = devices_table(
             &[
@@ -331,13 +557,20 @@ mod tests {
                     name: "mlx5_1".into(),
                     ..d
                 },
+                soft,
             ],
             Style::plain(),
         );
         let lines: Vec<&str> = out.lines().collect();
-        assert_eq!(lines.len(), 3, "{out}");
+        assert_eq!(lines.len(), 4, "{out}");
         assert!(lines[0].contains("DEVICE") && lines[0].contains("NODE GUID"));
-        assert!(lines[1].contains("0c42:a103:0065:d4a6") && lines[1].contains("0x02c9"));
+        assert!(lines[0].contains("PCI ID"), "{out}");
+        assert!(lines[1].contains("0c42:a103:0065:d4a6") && lines[1].contains("15b3:101b"));
         assert!(lines[1].contains("1/2 active") && lines[1].contains("20.31.1014"));
+        // No firmware string and no PCI parent (Soft-RoCE): dashes, not blanks.
+        let cells: Vec<&str> = lines[3].split_whitespace().collect();
+        assert_eq!(cells[0], "rxe0");
+        assert_eq!(cells.iter().filter(|c| **c == "-").count(), 2, "{out}");
+        assert!(!out.contains("vendor_id"), "no verbs details in the table");
     }
 }

@@ -1,8 +1,8 @@
 //! Address handles (`ibv_create_ah`) and the path attributes shared with QP connection.
 
 use super::error::VerbsError;
-use super::gid::Gid;
 use super::pd::ProtectionDomain;
+use crate::ib::Gid;
 use rdma_sys::*;
 use std::mem;
 use std::sync::Arc;

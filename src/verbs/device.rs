@@ -1,12 +1,11 @@
 //! The device list, an open device context, and the queries on it (device, port, GID, P_Key).
 
 use super::error::VerbsError;
-use super::gid::{Gid, GidEntry};
-use super::types::{
-    AtomicCap, DeviceTransport, GidType, LinkLayer, Mtu, NodeType, PhysState, PortState,
+use crate::ib::{
+    AtomicCap, DeviceLimits, DeviceTransport, Gid, GidEntry, GidType, LinkLayer, Mtu, NodeType,
+    PhysState, PortState,
 };
 use rdma_sys::*;
-use serde::Serialize;
 use std::any::Any;
 use std::ffi::CStr;
 use std::marker::PhantomData;
@@ -152,44 +151,6 @@ pub struct DeviceAttr {
     pub hw_ver: u32,
     pub phys_port_cnt: u8,
     pub limits: DeviceLimits,
-}
-
-/// The device's capabilities and limits (what `ibv_devinfo -v` adds).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct DeviceLimits {
-    pub max_mr_size: u64,
-    pub page_size_cap: u64,
-    pub max_qp: i32,
-    pub max_qp_wr: i32,
-    pub device_cap_flags: u32,
-    pub max_sge: i32,
-    pub max_sge_rd: i32,
-    pub max_cq: i32,
-    pub max_cqe: i32,
-    pub max_mr: i32,
-    pub max_pd: i32,
-    pub max_qp_rd_atom: i32,
-    pub max_ee_rd_atom: i32,
-    pub max_res_rd_atom: i32,
-    pub max_qp_init_rd_atom: i32,
-    pub max_ee_init_rd_atom: i32,
-    pub atomic_cap: AtomicCap,
-    pub max_ee: i32,
-    pub max_rdd: i32,
-    pub max_mw: i32,
-    pub max_raw_ipv6_qp: i32,
-    pub max_raw_ethy_qp: i32,
-    pub max_mcast_grp: i32,
-    pub max_mcast_qp_attach: i32,
-    pub max_total_mcast_qp_attach: i32,
-    pub max_ah: i32,
-    pub max_fmr: i32,
-    pub max_map_per_fmr: i32,
-    pub max_srq: i32,
-    pub max_srq_wr: i32,
-    pub max_srq_sge: i32,
-    pub max_pkeys: u16,
-    pub local_ca_ack_delay: u8,
 }
 
 /// Port attributes (`ibv_query_port`), every field libibverbs fills.

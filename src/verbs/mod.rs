@@ -8,11 +8,9 @@ mod cm;
 mod cq;
 mod device;
 mod error;
-mod gid;
 mod mr;
 mod pd;
 mod qp;
-mod types;
 
 pub use ah::{AddressHandle, GlobalRoute, PathAttr};
 pub use cm::{
@@ -21,16 +19,16 @@ pub use cm::{
     explain_status, reject_reason,
 };
 pub use cq::{Completion, CompletionChannel, CompletionQueue, WcOpcode, WcStatus};
-pub use device::{Context, Device, DeviceAttr, DeviceLimits, DeviceList, PortAttr, netdev_name};
+pub use device::{Context, Device, DeviceAttr, DeviceList, PortAttr, netdev_name};
 pub use error::{VerbsError, errno_name};
-pub use gid::{Gid, GidEntry, default_gid_index};
 pub use mr::{Access, MemoryRegion};
 pub use pd::ProtectionDomain;
 pub use qp::{
     QpCaps, QpType, QueuePair, RemoteQp, RtrParams, RtsParams, SendList, SendOp, SendRequest,
     UdDest,
 };
-pub use types::{
-    AtomicCap, DeviceTransport, GidType, LinkLayer, Mtu, NodeType, PhysState, PortState,
-    speed_per_lane, width_lanes,
+// The values the verbs report are the InfiniBand vocabulary's, shared with sysfs and the reports.
+pub use crate::ib::{
+    AtomicCap, DeviceLimits, DeviceTransport, Gid, GidEntry, GidType, LinkLayer, Mtu, NodeType,
+    PhysState, PortState, default_gid_index, speed_per_lane, width_lanes,
 };

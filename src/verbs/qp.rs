@@ -5,7 +5,7 @@ use super::cq::CompletionQueue;
 use super::error::VerbsError;
 use super::mr::{Access, MemoryRegion};
 use super::pd::ProtectionDomain;
-use super::types::Mtu;
+use crate::ib::Mtu;
 use rdma_sys::*;
 use std::mem;
 use std::ops::Range;

@@ -1,4 +1,4 @@
-//! Plain Rust names for the numeric codes libibverbs reports (port states, MTUs, speeds, GID types…).
+//! Plain Rust names for the numeric codes of the IB spec (port states, MTUs, speeds, GID types…).
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -166,22 +166,35 @@ pub fn width_lanes(raw: u8) -> Option<u32> {
     }
 }
 
-/// Per-lane speed (`ibv_port_attr.active_speed`, or `active_speed_ex` from XDR on): (name,
-/// nominal Gb/s per lane). Every speed the kernel reports (`enum ib_port_speed`, and the names in
-/// sysfs `rate`: "4X XDR").
+/// The IB link speeds: `ibv_port_attr.active_speed` (or `active_speed_ex` from XDR on), the
+/// name sysfs `rate` shows ("4X XDR"), nominal Gb/s per lane. Every speed the kernel reports
+/// (`enum ib_port_speed`).
+const SPEEDS: &[(u32, &str, f64)] = &[
+    (1, "SDR", 2.5),
+    (2, "DDR", 5.0),
+    (4, "QDR", 10.0),
+    (8, "FDR10", 10.0),
+    (16, "FDR", 14.0),
+    (32, "EDR", 25.0),
+    (64, "HDR", 50.0),
+    (128, "NDR", 100.0),
+    (256, "XDR", 200.0),
+];
+
+/// Per-lane speed (`active_speed`/`active_speed_ex`): (name, nominal Gb/s per lane).
 pub fn speed_per_lane(raw: u32) -> Option<(&'static str, f64)> {
-    match raw {
-        1 => Some(("SDR", 2.5)),
-        2 => Some(("DDR", 5.0)),
-        4 => Some(("QDR", 10.0)),
-        8 => Some(("FDR10", 10.0)),
-        16 => Some(("FDR", 14.0)),
-        32 => Some(("EDR", 25.0)),
-        64 => Some(("HDR", 50.0)),
-        128 => Some(("NDR", 100.0)),
-        256 => Some(("XDR", 200.0)),
-        _ => None,
-    }
+    SPEEDS
+        .iter()
+        .find(|s| s.0 == raw)
+        .map(|&(_, name, gbps)| (name, gbps))
+}
+
+/// Per-lane speed by the name sysfs `rate` gives it ("EDR"): (name, nominal Gb/s per lane).
+pub fn speed_named(name: &str) -> Option<(&'static str, f64)> {
+    SPEEDS
+        .iter()
+        .find(|s| s.1 == name)
+        .map(|&(_, name, gbps)| (name, gbps))
 }
 
 /// Node type of a device (`enum ibv_node_type`).
@@ -245,6 +258,19 @@ pub enum DeviceTransport {
 }
 
 impl DeviceTransport {
+    /// The transport libibverbs gives a device of this node type (it reads sysfs `node_type`
+    /// and derives the transport from it).
+    pub fn of_node_type(node_type: NodeType) -> Self {
+        match node_type {
+            NodeType::Ca | NodeType::Switch | NodeType::Router => Self::InfiniBand,
+            NodeType::Rnic => Self::Iwarp,
+            NodeType::Usnic => Self::Usnic,
+            NodeType::UsnicUdp => Self::UsnicUdp,
+            NodeType::Unspecified => Self::Unspecified,
+            NodeType::Unknown(_) => Self::Unknown(-1),
+        }
+    }
+
     pub fn from_raw(v: i32) -> Self {
         match v {
             0 => Self::InfiniBand,
@@ -384,6 +410,10 @@ mod tests {
             .filter_map(|&w| width_lanes(w))
             .collect();
         assert_eq!(lanes, [1, 2, 4, 8, 12]);
+        assert_eq!(speed_named("EDR"), speed_per_lane(32));
+        assert_eq!(speed_named("FDR10"), Some(("FDR10", 10.0)));
+        assert_eq!(speed_named("XDR"), Some(("XDR", 200.0)));
+        assert_eq!(speed_named("ZDR"), None);
     }
 
     #[test]
