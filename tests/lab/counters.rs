@@ -206,9 +206,16 @@ fn wait_until_sleeping(pid: u32) {
 #[ignore = "lab: needs rxe0; run by scripts/test inside the Soft-RoCE lab"]
 fn an_interval_marks_error_counters_that_rose_and_counters_reset() {
     require_rxe0();
-    // rxe0's ports come from verbs; its counters from a tree this test changes mid-interval.
+    // ports reads sysfs only: a copy of rxe0's real tree, whose hw_counters this test replaces
+    // with files it changes mid-interval.
     let root = std::env::temp_dir().join(format!("rdmadiag-lab-counters-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&root);
+    copy_sysfs_tree(
+        &std::path::Path::new("/sys/class/infiniband").join(DEV),
+        &root.join(DEV),
+    );
     let hw_dir = root.join(DEV).join("ports/1/hw_counters");
+    let _ = fs::remove_dir_all(&hw_dir);
     fs::create_dir_all(&hw_dir).unwrap();
     let set = |name: &str, v: u64| fs::write(hw_dir.join(name), format!("{v}\n")).unwrap();
     set("sent_pkts", 500);
@@ -293,5 +300,24 @@ fn a_signal_cuts_an_interval_short_with_its_report_and_its_exit_code() {
         eprintln!(
             "counters: {name} ended the 45 s interval after {took:.2} s, exit {code}: {line}"
         );
+    }
+}
+
+/// Copy a sysfs directory's readable files and subdirectories (not its symlinks, which lead out
+/// of the tree and into loops) into `to`.
+fn copy_sysfs_tree(from: &std::path::Path, to: &std::path::Path) {
+    fs::create_dir_all(to).unwrap();
+    for entry in fs::read_dir(from).unwrap_or_else(|e| panic!("{}: {e}", from.display())) {
+        let entry = entry.unwrap();
+        let kind = entry.file_type().unwrap();
+        let target = to.join(entry.file_name());
+        if kind.is_dir() {
+            copy_sysfs_tree(&entry.path(), &target);
+        } else if kind.is_file() {
+            // Some attributes refuse reads (write-only files, empty GID slots): leave them out.
+            if let Ok(text) = fs::read(entry.path()) {
+                fs::write(&target, text).unwrap();
+            }
+        }
     }
 }
