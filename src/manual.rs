@@ -1,7 +1,7 @@
 //! The hand-written parts of the man pages: examples, other tools' flags, exit status,
 //! environment and related tools.
 //!
-//! Everything else in man/ comes from the clap definition (src/cli.rs). `cargo run --example
+//! Everything else in man/ comes from the clap definition (src/cli/). `cargo run --example
 //! gen-docs` renders both into man/ and completions/, and tests/docs.rs fails when those files
 //! are stale. A subcommand without an entry in [`EXAMPLES`] gets [`DEFAULT_EXAMPLES`], so a new
 //! subcommand still gets a complete page; the tests below check that every example parses.
@@ -488,7 +488,7 @@ mod tests {
         for (name, _) in EXAMPLES {
             assert!(
                 cmd.find_subcommand(name).is_some(),
-                "src/manual.rs has examples for `{name}`, which src/cli.rs does not define"
+                "src/manual.rs has examples for `{name}`, which src/cli/ does not define"
             );
         }
     }

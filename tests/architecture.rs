@@ -462,6 +462,27 @@ fn every_known_exception_still_exists() {
     );
 }
 
+/// A file holds one concern: one screen of concepts, well under this many lines.
+const MAX_LINES_PER_FILE: usize = 600;
+
+#[test]
+fn no_file_in_src_is_over_the_line_limit() {
+    let mut files = Vec::new();
+    rust_files(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), &mut files);
+    assert!(files.len() > 10, "the scan found only {} files", files.len());
+    let long: Vec<String> = files
+        .iter()
+        .map(|f| (f, std::fs::read_to_string(f).expect("read").lines().count()))
+        .filter(|(_, n)| *n > MAX_LINES_PER_FILE)
+        .map(|(f, n)| format!("{}: {n} lines", f.display()))
+        .collect();
+    assert!(
+        long.is_empty(),
+        "split these by concern (limit {MAX_LINES_PER_FILE}):\n{}",
+        long.join("\n")
+    );
+}
+
 #[test]
 fn the_scan_sees_the_crate() {
     // A scan that silently found nothing would pass every check.

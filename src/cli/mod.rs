@@ -1,0 +1,191 @@
+//! The command line: every subcommand and flag, defined once for parsing, man pages and completions.
+//!
+//! One file per family of subcommands; this one holds the top level and the options they share.
+
+mod inventory;
+mod perf;
+mod pingpong;
+
+pub use inventory::{DevicesArgs, PortsArgs};
+pub use perf::{
+    BwArgs, ExpectSize, LatArgs, LatTiming, Op, PerfCommon, Transport, Units, XferArgs,
+};
+pub use pingpong::PingpongArgs;
+
+use crate::connect::control::DEFAULT_PORT;
+use crate::units::{parse_duration, parse_msg_size, parse_mtu};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::net::IpAddr;
+use std::time::Duration;
+
+pub use crate::VERSION;
+
+/// The subcommands' names (for messages that point at a subcommand's help).
+pub const SUBCOMMANDS: &[&str] = &["devices", "ports", "pingpong", "bw", "lat", "write", "read"];
+
+/// Every exit code, in one line: the last line of every `--help` (rdmadiag(1) says it in full).
+pub const EXIT_CODES_HELP: &str = "Exit status: 0 ok, 1 runtime failure, 2 usage error, 3 \
+     threshold not met, 4 data not as sent, 130 interrupted (SIGINT), 143 stopped (SIGTERM).";
+
+/// RDMA diagnostics on one verbs core: devices and ports, ping-pong, bandwidth and latency of
+/// SEND, WRITE and READ, and data verification; JSON for scripts, exit codes for health checks.
+#[derive(Debug, Parser)]
+#[command(name = "rdmadiag", version = VERSION, propagate_version = true)]
+#[command(after_help = EXIT_CODES_HELP)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List RDMA devices: GUID, type, firmware, PCI id, ports and their state (read from sysfs).
+    #[command(after_help = EXIT_CODES_HELP)]
+    Devices(DevicesArgs),
+    /// Show ports: state, link layer, speed, netdev and its MTU, and the GID table with types and IPs.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Ports(PortsArgs),
+    /// SEND/RECV ping-pong round trips (like ibv_rc_pingpong): server without HOST, client with.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Pingpong(PingpongArgs),
+    /// Bandwidth and message rate of SEND, RDMA WRITE or RDMA READ (like ib_*_bw).
+    #[command(after_help = EXIT_CODES_HELP)]
+    Bw(BwArgs),
+    /// Latency of SEND, RDMA WRITE or RDMA READ, with percentiles (like ib_*_lat).
+    #[command(after_help = EXIT_CODES_HELP)]
+    Lat(LatArgs),
+    /// Diagnose RDMA WRITE: write a patterned buffer into the peer and verify every byte.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Write(XferArgs),
+    /// Diagnose RDMA READ: read the peer's patterned buffer and verify every byte.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Read(XferArgs),
+}
+
+impl Command {
+    /// Whether the subcommand waits on a peer or over `ports --interval` (and so wants SIGINT and
+    /// SIGTERM to unwind it cleanly); the others skip the signal thread's start-up cost.
+    pub fn talks_to_a_peer(&self) -> bool {
+        match self {
+            Command::Devices(_) => false,
+            Command::Ports(a) => a.interval.is_some(),
+            _ => true,
+        }
+    }
+
+    /// Whether the output is JSON (then a failure prints a JSON document too).
+    pub fn json(&self) -> bool {
+        match self {
+            Command::Devices(a) => a.output.json,
+            Command::Ports(a) => a.output.json,
+            Command::Pingpong(a) => a.output.json,
+            Command::Bw(a) => a.common.output.json,
+            Command::Lat(a) => a.common.output.json,
+            Command::Write(a) | Command::Read(a) => a.output.json,
+        }
+    }
+}
+
+/// Peer tools rdmadiag can speak to on their own wire protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Compat {
+    /// rdma-core's ibv_rc_pingpong / ibv_ud_pingpong exchange (the peer then needs -g IDX).
+    Ibv,
+}
+
+/// Connection options shared by every test subcommand (`-R` and `-m` are perftest's letters for
+/// `--cm` and `--mtu`, accepted but not shown).
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Connection")]
+pub struct ConnectArgs {
+    /// The server to connect to. Without it, this side is the server and serves one client.
+    pub host: Option<String>,
+
+    /// TCP port of the control connection.
+    #[arg(short = 'p', long = "port", default_value_t = DEFAULT_PORT,
+          value_parser = clap::value_parser!(u16).range(1..))]
+    pub port: u16,
+
+    /// Server: listen on this address only.
+    #[arg(
+        long,
+        value_name = "ADDR",
+        conflicts_with = "host",
+        help_heading = "Server"
+    )]
+    pub bind: Option<IpAddr>,
+
+    /// Server: keep serving, one client after another, whatever test each asks for; each client
+    /// is logged on stderr (served, told busy, failed).
+    #[arg(long, conflicts_with = "host", help_heading = "Server")]
+    pub persist: bool,
+
+    /// Run both ends in this process on one device: a self-test needing no peer.
+    #[arg(long, conflicts_with_all = ["host", "persist", "bind"])]
+    pub loopback: bool,
+
+    /// Connect the queue pairs through rdma_cm (librdmacm) instead of exchanging them by hand.
+    #[arg(long, short_alias = 'R')]
+    pub cm: bool,
+
+    /// Use this RDMA device (default: the one carrying the IP that reaches the peer).
+    #[arg(short = 'd', long = "device", value_name = "DEV")]
+    pub device: Option<String>,
+
+    /// Use this port of the device (1-based).
+    #[arg(short = 'i', long = "ib-port", value_name = "PORT",
+          value_parser = clap::value_parser!(u8).range(1..))]
+    pub ib_port: Option<u8>,
+
+    /// Use this GID index (default on RoCE: the RoCE v2 GID of the IP that reaches the peer).
+    #[arg(short = 'x', long = "gid-index", value_name = "IDX")]
+    pub gid_index: Option<u32>,
+
+    /// Path MTU in bytes (default: the smaller active MTU of the two ports).
+    #[arg(long, short_alias = 'm', value_name = "BYTES", value_parser = parse_mtu)]
+    pub mtu: Option<u32>,
+
+    /// Longest wait for anything from the peer (connect, each message, each completion); a bare
+    /// number is seconds.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    pub timeout: Duration,
+
+    /// Server: how long to wait for a client before giving up (not with --persist).
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_duration,
+          help_heading = "Server")]
+    pub wait: Duration,
+
+    /// Server: refuse tests whose messages are larger than this.
+    #[arg(long = "max-size", value_name = "SIZE", default_value = "64M", value_parser = parse_msg_size,
+          help_heading = "Server")]
+    pub max_size: u32,
+
+    /// Server: refuse tests that ask for more queue pairs than this.
+    #[arg(long = "max-qps", value_name = "N", default_value_t = 64,
+          value_parser = clap::value_parser!(u32).range(1..=1024), help_heading = "Server")]
+    pub max_qps: u32,
+
+    /// Print the device, port, GID and MTU used on both ends (on stderr).
+    #[arg(short = 'v', long, help_heading = "Output")]
+    pub verbose: bool,
+}
+
+/// Output options shared by every subcommand.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Output")]
+pub struct OutputArgs {
+    /// Print one JSON document instead of tables (schema: rdmadiag-json(7)).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+}
