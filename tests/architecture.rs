@@ -468,8 +468,15 @@ const MAX_LINES_PER_FILE: usize = 600;
 #[test]
 fn no_file_in_src_is_over_the_line_limit() {
     let mut files = Vec::new();
-    rust_files(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), &mut files);
-    assert!(files.len() > 10, "the scan found only {} files", files.len());
+    rust_files(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+        &mut files,
+    );
+    assert!(
+        files.len() > 10,
+        "the scan found only {} files",
+        files.len()
+    );
     let long: Vec<String> = files
         .iter()
         .map(|f| (f, std::fs::read_to_string(f).expect("read").lines().count()))
