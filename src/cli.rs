@@ -11,8 +11,13 @@ use std::time::Duration;
 
 pub use crate::VERSION;
 
+mod check;
+pub use check::{CheckArgs, CheckFormat, ExpectLinkLayer, ExpectState};
+
 /// The subcommands' names (for messages that point at a subcommand's help).
-pub const SUBCOMMANDS: &[&str] = &["devices", "ports", "pingpong", "bw", "lat", "write", "read"];
+pub const SUBCOMMANDS: &[&str] = &[
+    "devices", "ports", "pingpong", "bw", "lat", "write", "read", "check",
+];
 
 /// Every exit code, in one line: the last line of every `--help` (rdmadiag(1) says it in full).
 pub const EXIT_CODES_HELP: &str = "Exit status: 0 ok, 1 runtime failure, 2 usage error, 3 \
@@ -51,6 +56,10 @@ pub enum Command {
     /// Diagnose RDMA READ: read the peer's patterned buffer and verify every byte.
     #[command(after_help = EXIT_CODES_HELP)]
     Read(XferArgs),
+    /// Node health check: ports up at the expected rate, error counters still, short loopback
+    /// and peer tests; table, NHC lines, JSON or Prometheus; can drain a Slurm node.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Check(CheckArgs),
 }
 
 impl Command {
@@ -73,6 +82,7 @@ impl Command {
             Command::Bw(a) => a.common.output.json,
             Command::Lat(a) => a.common.output.json,
             Command::Write(a) | Command::Read(a) => a.output.json,
+            Command::Check(a) => a.format() == CheckFormat::Json,
         }
     }
 }
