@@ -77,7 +77,7 @@ _rdmadiag() {
 
     case "${cmd}" in
         rdmadiag)
-            opts="-h -V --help --version check devices ports pingpong bw lat write read help"
+            opts="-h -V --help --version devices ports pingpong bw lat write read check help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -283,20 +283,12 @@ _rdmadiag() {
             return 0
             ;;
         rdmadiag__subcmd__check)
-            opts="-d -o -h -V --device --expect-state --expect-rate --expect-width --expect-mtu --expect-link-layer --expect-gid --interval --max-error-delta --loopback-bw --loopback-lat --peer --peer-bw --peer-lat --timeout --format --output --slurm-drain --json --help --version"
+            opts="-o -d -h -V --expect-state --expect-rate --expect-width --expect-mtu --expect-link-layer --expect-gid --interval --max-error-delta --loopback-bw --loopback-lat --peer --peer-bw --peer-lat --timeout --format --output --slurm-drain --json --device --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
-                --device)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                -d)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 --expect-state)
                     COMPREPLY=($(compgen -W "down init armed active" -- "${cur}"))
                     return 0
@@ -361,6 +353,16 @@ _rdmadiag() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --device)
+                    compopt +o default +o bashdefault 2>/dev/null
+                    COMPREPLY=($(compgen -W "$(ls "${RDMADIAG_SYSFS_ROOT:-/sys/class/infiniband}" 2>/dev/null)" -- "${cur}"))
+                    return 0
+                    ;;
+                -d)
+                    compopt +o default +o bashdefault 2>/dev/null
+                    COMPREPLY=($(compgen -W "$(ls "${RDMADIAG_SYSFS_ROOT:-/sys/class/infiniband}" 2>/dev/null)" -- "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -393,7 +395,7 @@ _rdmadiag() {
             return 0
             ;;
         rdmadiag__subcmd__help)
-            opts="check devices ports pingpong bw lat write read help"
+            opts="devices ports pingpong bw lat write read check help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

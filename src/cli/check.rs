@@ -80,7 +80,7 @@ fn parse_mtu_bytes(s: &str) -> Result<u32, String> {
 pub struct CheckArgs {
     /// Check this device, or one port of it (mlx5_0, mlx5_0:1); repeat for more. Default:
     /// every port of every device.
-    #[arg(short = 'd', long = "device", value_name = "DEV[:PORT]", value_parser = parse_target,
+    #[arg(id = "device", short = 'd', long = "device", value_name = "DEV[:PORT]", value_parser = parse_target,
           action = clap::ArgAction::Append)]
     pub targets: Vec<Target>,
 

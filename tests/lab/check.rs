@@ -295,7 +295,9 @@ fn a_link_cut_mid_traffic_fails_the_error_counters_naming_the_one_that_rose() {
         "3s",
         "--json",
     ]);
-    std::thread::sleep(Duration::from_millis(800));
+    // The check reads its first counters within about 0.7 s of its start here (TCG); cut the
+    // link well after that and bring it back well before the interval ends.
+    std::thread::sleep(Duration::from_millis(1500));
     ip_link("down");
     std::thread::sleep(Duration::from_millis(1000));
     ip_link("up");
