@@ -435,3 +435,40 @@ fn slurm_drain_drains_resumes_its_own_and_leaves_an_operators_drain() {
     );
     let _ = fs::remove_dir_all(root);
 }
+
+#[test]
+fn a_test_that_cannot_run_is_a_failed_check_naming_why() {
+    // libibverbs sees no device here: the peer test fails before any connection.
+    let root = fake_tree("peer", false);
+    let o = run(
+        &root,
+        &[
+            "-d",
+            "rxe0:1",
+            "--peer",
+            "127.0.0.1:9",
+            "--peer-bw",
+            "1Gb/s",
+            "--json",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let v = doc(&o);
+    let c = checks(&v, "peer_bw")[0];
+    assert_eq!(c["ok"], false);
+    assert_eq!(c["peer"], "127.0.0.1:9");
+    assert_eq!(
+        c["target"], "rxe0:1",
+        "the one -d target is the port tested"
+    );
+    assert!(
+        c["actual"].as_str().unwrap().starts_with("test failed: "),
+        "{c}"
+    );
+    assert!(
+        c["settings"].as_str().unwrap().contains("to 127.0.0.1:9"),
+        "{c}"
+    );
+    assert!(c["value"].is_null());
+    let _ = fs::remove_dir_all(root);
+}
