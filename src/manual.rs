@@ -35,6 +35,11 @@ pub const OVERVIEW_EXAMPLES: &[Example] = &[
         commands: &["rdmadiag pingpong --loopback"],
     },
     Example {
+        what: "A node health check for Slurm, NHC-style scripts or Prometheus: every port ACTIVE \
+               at 400 Gb/s, nothing printed unless something failed (rdmadiag-check(1)):",
+        commands: &["rdmadiag check --expect-rate 400 --format nhc"],
+    },
+    Example {
         what: "Every subcommand prints one JSON document with --json (schema: \
                rdmadiag-json(7)) and tells the outcome by its exit status:",
         commands: &["rdmadiag ports --json | jq '.ports[] | {device, port, state}'"],
