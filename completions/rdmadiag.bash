@@ -19,6 +19,9 @@ _rdmadiag() {
             rdmadiag,bw)
                 cmd="rdmadiag__subcmd__bw"
                 ;;
+            rdmadiag,check)
+                cmd="rdmadiag__subcmd__check"
+                ;;
             rdmadiag,devices)
                 cmd="rdmadiag__subcmd__devices"
                 ;;
@@ -42,6 +45,9 @@ _rdmadiag() {
                 ;;
             rdmadiag__subcmd__help,bw)
                 cmd="rdmadiag__subcmd__help__subcmd__bw"
+                ;;
+            rdmadiag__subcmd__help,check)
+                cmd="rdmadiag__subcmd__help__subcmd__check"
                 ;;
             rdmadiag__subcmd__help,devices)
                 cmd="rdmadiag__subcmd__help__subcmd__devices"
@@ -71,7 +77,7 @@ _rdmadiag() {
 
     case "${cmd}" in
         rdmadiag)
-            opts="-h -V --help --version devices ports pingpong bw lat write read help"
+            opts="-h -V --help --version devices ports pingpong bw lat write read check help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -276,6 +282,94 @@ _rdmadiag() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        rdmadiag__subcmd__check)
+            opts="-o -d -h -V --expect-state --expect-rate --expect-width --expect-mtu --expect-link-layer --expect-gid --interval --max-error-delta --loopback-bw --loopback-lat --peer --peer-bw --peer-lat --timeout --format --output --slurm-drain --json --device --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --expect-state)
+                    COMPREPLY=($(compgen -W "down init armed active" -- "${cur}"))
+                    return 0
+                    ;;
+                --expect-rate)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --expect-width)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --expect-mtu)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --expect-link-layer)
+                    COMPREPLY=($(compgen -W "infiniband ethernet" -- "${cur}"))
+                    return 0
+                    ;;
+                --interval)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-error-delta)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --loopback-bw)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --loopback-lat)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --peer)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --peer-bw)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --peer-lat)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --format)
+                    COMPREPLY=($(compgen -W "text json nhc prometheus" -- "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --device)
+                    compopt +o default +o bashdefault 2>/dev/null
+                    COMPREPLY=($(compgen -W "$(ls "${RDMADIAG_SYSFS_ROOT:-/sys/class/infiniband}" 2>/dev/null)" -- "${cur}"))
+                    return 0
+                    ;;
+                -d)
+                    compopt +o default +o bashdefault 2>/dev/null
+                    COMPREPLY=($(compgen -W "$(ls "${RDMADIAG_SYSFS_ROOT:-/sys/class/infiniband}" 2>/dev/null)" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         rdmadiag__subcmd__devices)
             opts="-d -h -V --json --device --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -301,7 +395,7 @@ _rdmadiag() {
             return 0
             ;;
         rdmadiag__subcmd__help)
-            opts="devices ports pingpong bw lat write read help"
+            opts="devices ports pingpong bw lat write read check help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -315,6 +409,20 @@ _rdmadiag() {
             return 0
             ;;
         rdmadiag__subcmd__help__subcmd__bw)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        rdmadiag__subcmd__help__subcmd__check)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

@@ -40,6 +40,7 @@ complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "bw" -d 'Bandwidth
 complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "lat" -d 'Latency of SEND, RDMA WRITE or RDMA READ, with percentiles (like ib_*_lat)'
 complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "write" -d 'Diagnose RDMA WRITE: write a patterned buffer into the peer and verify every byte'
 complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "read" -d 'Diagnose RDMA READ: read the peer\'s patterned buffer and verify every byte'
+complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "check" -d 'Node health check: ports up at the expected rate, error counters still, short loopback and peer tests; table, NHC lines, JSON or Prometheus; can drain a Slurm node'
 complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand devices" -s d -l device -d 'Show only this device (e.g. mlx5_0, rxe0)' -r -f -a "(__fish_rdmadiag_devices)"
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand devices" -l json -d 'Print one JSON document instead of tables (schema: rdmadiag-json(7))'
@@ -204,11 +205,40 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -s v -l verbose 
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l json -d 'Print one JSON document instead of tables (schema: rdmadiag-json(7))'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -s h -l help -d 'Print help'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -s V -l version -d 'Print version'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read help" -f -a "devices" -d 'List RDMA devices: GUID, type, firmware, PCI id, ports and their state (read from sysfs)'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read help" -f -a "ports" -d 'Show ports: state, link layer, speed, netdev and its MTU, and the GID table with types and IPs'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read help" -f -a "pingpong" -d 'SEND/RECV ping-pong round trips (like ibv_rc_pingpong): server without HOST, client with'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read help" -f -a "bw" -d 'Bandwidth and message rate of SEND, RDMA WRITE or RDMA READ (like ib_*_bw)'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read help" -f -a "lat" -d 'Latency of SEND, RDMA WRITE or RDMA READ, with percentiles (like ib_*_lat)'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read help" -f -a "write" -d 'Diagnose RDMA WRITE: write a patterned buffer into the peer and verify every byte'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read help" -f -a "read" -d 'Diagnose RDMA READ: read the peer\'s patterned buffer and verify every byte'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand check" -l expect-state -d 'Each port\'s logical state. Default: active (and then also the physical state LinkUp)' -r -f -a "down\t''
+init\t''
+armed\t''
+active\t''"
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand check" -l expect-rate -d 'Each port\'s rate, exactly: 400Gb/s, or a bare number in Gb/s as NHC\'s check_hw_ib (--expect-rate 100)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand check" -l expect-width -d 'Each port\'s width: 1X, 2X, 4X, 8X or 12X' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand check" -l expect-mtu -d 'Each port\'s MTU in bytes: the netdev\'s on RoCE (e.g. 9000), the active IB MTU on InfiniBand (e.g. 4096; the device is opened through libibverbs to read it)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand check" -l expect-link-layer -d 'Each port\'s link layer' -r -f -a "infiniband\t''
+ethernet\t''"
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand check" -l interval -d 'Watch the error counters (counters/ and hw_counters/) for this long (e.g. 10s); with no --max-error-delta, any rise fails' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand check" -l max-error-delta -d 'How much each port\'s error counters may rise in all over --interval' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand check" -l loopback-bw -d 'A short loopback RDMA WRITE bandwidth test on each port (64 KiB messages, up to 1 s) must average at least this rate, with its unit (90Gb/s, 10GB/s)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand check" -l loopback-lat -d 'A short loopback RDMA WRITE latency test on each port (2 B, 1000 samples) must have a median of at most this, with its unit (5us)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand check" -l peer -d 'Run --peer-bw and --peer-lat against this persistent rdmadiag server (`rdmadiag bw --persist` there; any test subcommand serves every test). PORT defaults to 18515' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand check" -l peer-bw -d 'RDMA WRITE bandwidth to --peer (64 KiB messages, up to 1 s) must average at least this' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand check" -l peer-lat -d 'RDMA WRITE latency to --peer (2 B, 1000 samples) must have a median of at most this' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand check" -l timeout -d 'Bounds the whole run, every test and wait included (well inside Slurm\'s HealthCheckTimeout, 60 s by default); a bare number is seconds' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand check" -l format -d 'How to write the report' -r -f -a "text\t'A table: check, target, expected, actual, verdict'
+json\t'One JSON document (rdmadiag-json(7))'
+nhc\t'LBNL NHC\'s convention: nothing when all passed, else one `ERROR: rdmadiag: ...` line per failure'
+prometheus\t'Prometheus text exposition format (for node_exporter\'s textfile collector)'"
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand check" -s o -l output -d 'Write the report to this file instead of standard output, atomically (a temporary file in the same directory, then renamed): node_exporter never reads half a file' -r -F
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand check" -s d -l device -d 'Check this device, or one port of it (mlx5_0, mlx5_0:1); repeat for more. Default: every port of every device' -r -f -a "(__fish_rdmadiag_devices)"
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand check" -l expect-gid -d 'Each port has a usable RoCE v2 GID: one with an IPv4 or a routable IPv6 address'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand check" -l slurm-drain -d 'On a failure, drain this Slurm node ($SLURMD_NODENAME) with the reason "rdmadiag: <first failure>"; when every check passes, resume it if (and only if) its reason starts with "rdmadiag:". Needs scontrol on PATH'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand check" -l json -d 'Print one JSON document instead of tables (schema: rdmadiag-json(7))'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand check" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand check" -s V -l version -d 'Print version'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read check help" -f -a "devices" -d 'List RDMA devices: GUID, type, firmware, PCI id, ports and their state (read from sysfs)'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read check help" -f -a "ports" -d 'Show ports: state, link layer, speed, netdev and its MTU, and the GID table with types and IPs'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read check help" -f -a "pingpong" -d 'SEND/RECV ping-pong round trips (like ibv_rc_pingpong): server without HOST, client with'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read check help" -f -a "bw" -d 'Bandwidth and message rate of SEND, RDMA WRITE or RDMA READ (like ib_*_bw)'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read check help" -f -a "lat" -d 'Latency of SEND, RDMA WRITE or RDMA READ, with percentiles (like ib_*_lat)'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read check help" -f -a "write" -d 'Diagnose RDMA WRITE: write a patterned buffer into the peer and verify every byte'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read check help" -f -a "read" -d 'Diagnose RDMA READ: read the peer\'s patterned buffer and verify every byte'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read check help" -f -a "check" -d 'Node health check: ports up at the expected rate, error counters still, short loopback and peer tests; table, NHC lines, JSON or Prometheus; can drain a Slurm node'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read check help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

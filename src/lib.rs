@@ -3,6 +3,7 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 mod api;
+pub mod check;
 pub mod cli;
 pub mod commands;
 pub mod connect;

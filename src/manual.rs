@@ -35,6 +35,11 @@ pub const OVERVIEW_EXAMPLES: &[Example] = &[
         commands: &["rdmadiag pingpong --loopback"],
     },
     Example {
+        what: "A node health check for Slurm, NHC-style scripts or Prometheus: every port ACTIVE \
+               at 400 Gb/s, nothing printed unless something failed (rdmadiag-check(1)):",
+        commands: &["rdmadiag check --expect-rate 400 --format nhc"],
+    },
+    Example {
         what: "Every subcommand prints one JSON document with --json (schema: \
                rdmadiag-json(7)) and tells the outcome by its exit status:",
         commands: &["rdmadiag ports --json | jq '.ports[] | {device, port, state}'"],
@@ -50,6 +55,7 @@ pub const EXAMPLES: &[(&str, &[Example])] = &[
     ("lat", LAT),
     ("write", WRITE),
     ("read", READ),
+    ("check", CHECK),
 ];
 
 const BW: &[Example] = &[
@@ -147,6 +153,69 @@ const READ: &[Example] = &[
     Example {
         what: "A self-test of one device, JSON for scripts:",
         commands: &["rdmadiag read --loopback --json"],
+    },
+];
+
+const CHECK: &[Example] = &[
+    Example {
+        what: "Is every port of every device ACTIVE and LinkUp? A table of each check; exit \
+               status 0 when all passed, 3 when one failed, 1 when the check could not run:",
+        commands: &["rdmadiag check"],
+    },
+    Example {
+        what: "NHC's check_hw_ib: these ports at exactly 400 Gb/s (a bare number is Gb/s), \
+               4X; nothing is printed on success, one ERROR line per failure otherwise:",
+        commands: &[
+            "rdmadiag check -d mlx5_0:1 -d mlx5_1:1 --expect-rate 400 --expect-width 4X \
+             --format nhc",
+        ],
+    },
+    Example {
+        what: "RoCE: the link layer, a jumbo netdev MTU and a usable RoCE v2 GID; error counters \
+               (counters/ and hw_counters/) may not rise at all over 10 seconds:",
+        commands: &[
+            "rdmadiag check --expect-link-layer ethernet --expect-mtu 9000 --expect-gid \
+             --max-error-delta 0 --interval 10s",
+        ],
+    },
+    Example {
+        what: "Move data too: a short loopback test per port (the HCA), and one against a \
+               persistent server on another host (the cable and the switch); the settings of \
+               each test are printed with the verdicts:",
+        commands: &[
+            "rdmadiag check --loopback-bw 300Gb/s --loopback-lat 5us",
+            "server$ rdmadiag bw --persist",
+            "client$ rdmadiag check --peer 10.0.0.1 --peer-bw 350Gb/s --peer-lat 4us",
+        ],
+    },
+    Example {
+        what: "Slurm: drain this node (reason \"rdmadiag: <first failure>\") when a check fails, \
+               resume it when all pass, but only if rdmadiag drained it. As slurm.conf's \
+               HealthCheckProgram, through a wrapper script, run on every node every 5 minutes. \
+               slurmd kills a program still running after HealthCheckTimeout (60 s by default): \
+               keep --timeout well inside it. /usr/local/sbin/rdmadiag-check holds the two \
+               lines `#!/bin/sh` and the rdmadiag line below; slurm.conf the other two:",
+        commands: &[
+            "rdmadiag check --expect-rate 400 --max-error-delta 0 --interval 5s \
+             --loopback-bw 300Gb/s --timeout 30s --slurm-drain --format nhc",
+            "HealthCheckProgram=/usr/local/sbin/rdmadiag-check",
+            "HealthCheckInterval=300",
+        ],
+    },
+    Example {
+        what: "Prometheus: every minute from cron, into node_exporter's textfile collector \
+               (prometheus-node-exporter --collector.textfile.directory=/var/lib/node_exporter); \
+               the file is replaced atomically, so a scrape never reads half of it. Alert on \
+               rdmadiag_check_ok == 0, and on a stale rdmadiag_check_timestamp_seconds. A line \
+               of /etc/cron.d/rdmadiag:",
+        commands: &[
+            "* * * * * root rdmadiag check --format prometheus --interval 20s \
+             --output /var/lib/node_exporter/rdmadiag.prom",
+        ],
+    },
+    Example {
+        what: "For scripts: the failed checks as JSON (schema: rdmadiag-json(7)):",
+        commands: &["rdmadiag check --json | jq '.checks[] | select(.ok | not)'"],
     },
 ];
 
@@ -398,7 +467,8 @@ pub const EXIT_STATUS: &[(u8, &str)] = &[
     (
         exit::THRESHOLD,
         "The command ran, but a health threshold given on the command line (--expect-*) was \
-         not met; one line on standard error says which and by how much.",
+         not met, or a check of rdmadiag check failed; one line on standard error says which \
+         and by how much.",
     ),
     (
         exit::DATA_MISMATCH,

@@ -2,10 +2,12 @@
 //!
 //! One file per family of subcommands; this one holds the top level and the options they share.
 
+mod check;
 mod inventory;
 mod perf;
 mod pingpong;
 
+pub use check::{CheckArgs, CheckFormat, ExpectLinkLayer, ExpectState};
 pub use inventory::{DevicesArgs, PortsArgs};
 pub use perf::{
     BwArgs, ExpectSize, LatArgs, LatTiming, Op, PerfCommon, Transport, Units, XferArgs,
@@ -21,7 +23,9 @@ use std::time::Duration;
 pub use crate::VERSION;
 
 /// The subcommands' names (for messages that point at a subcommand's help).
-pub const SUBCOMMANDS: &[&str] = &["devices", "ports", "pingpong", "bw", "lat", "write", "read"];
+pub const SUBCOMMANDS: &[&str] = &[
+    "devices", "ports", "pingpong", "bw", "lat", "write", "read", "check",
+];
 
 /// Every exit code, in one line: the last line of every `--help` (rdmadiag(1) says it in full).
 pub const EXIT_CODES_HELP: &str = "Exit status: 0 ok, 1 runtime failure, 2 usage error, 3 \
@@ -60,6 +64,10 @@ pub enum Command {
     /// Diagnose RDMA READ: read the peer's patterned buffer and verify every byte.
     #[command(after_help = EXIT_CODES_HELP)]
     Read(XferArgs),
+    /// Node health check: ports up at the expected rate, error counters still, short loopback
+    /// and peer tests; table, NHC lines, JSON or Prometheus; can drain a Slurm node.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Check(CheckArgs),
 }
 
 impl Command {
@@ -82,6 +90,7 @@ impl Command {
             Command::Bw(a) => a.common.output.json,
             Command::Lat(a) => a.common.output.json,
             Command::Write(a) | Command::Read(a) => a.output.json,
+            Command::Check(a) => a.format() == CheckFormat::Json,
         }
     }
 }

@@ -1,5 +1,6 @@
 //! One module per subcommand: parse options, call the core, hand the result to a renderer.
 
+mod check;
 mod devices;
 pub mod perf;
 pub mod pingpong;
@@ -24,6 +25,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Lat(args) => perf::run_lat(&args),
         Command::Write(args) => perf::run_xfer(&args, crate::perf::Op::Write),
         Command::Read(args) => perf::run_xfer(&args, crate::perf::Op::Read),
+        Command::Check(args) => check::run(&args),
     }
 }
 

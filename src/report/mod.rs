@@ -2,6 +2,7 @@
 //! text, JSON) and the live progress line. Renderers take result types only; nothing here
 //! touches a device.
 
+pub mod check;
 pub mod counters;
 pub mod inventory;
 pub mod perf;
@@ -157,11 +158,16 @@ fn envelope<T: Serialize>(body: &T) -> Envelope<'_, T> {
     }
 }
 
-/// Write one pretty-printed JSON document (in the common envelope) and a newline.
-pub fn emit_json<T: Serialize>(value: &T) -> Result<()> {
+/// One pretty-printed JSON document (in the common envelope) and a newline.
+pub fn json_document<T: Serialize>(value: &T) -> Result<String> {
     let mut s = serde_json::to_string_pretty(&envelope(value))?;
     s.push('\n');
-    emit(&s)
+    Ok(s)
+}
+
+/// Write one pretty-printed JSON document (in the common envelope) and a newline.
+pub fn emit_json<T: Serialize>(value: &T) -> Result<()> {
+    emit(&json_document(value)?)
 }
 
 /// A failure as one JSON document: `{"error": {"message", "exit_code", "phase", "peer"}}` in the

@@ -43,6 +43,17 @@ fn every_json_key_is_documented() {
         ],
         &["write", "--loopback", "-n", "3", "-s", "4K", "--json"],
         &["read", "--loopback", "-n", "3", "-s", "4K", "--json"],
+        &[
+            "check",
+            "--interval",
+            "1s",
+            "--expect-gid",
+            "--loopback-bw",
+            "1Mb/s",
+            "--loopback-lat",
+            "10s",
+            "--json",
+        ],
     ];
     let mut undocumented = Vec::new();
     for args in runs {

@@ -1,0 +1,512 @@
+//! What `rdmadiag check` found, and its four renderings: a table, NHC lines, JSON and the
+//! Prometheus text exposition format.
+
+use super::{Style, finish};
+use comfy_table::Cell;
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+
+/// What one check looks at (its `name` in JSON and its `check` label in Prometheus).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckName {
+    /// The device (or port) named with `-d` exists; also "this host has an RDMA device".
+    Present,
+    /// The port's logical state (ACTIVE unless `--expect-state`).
+    State,
+    /// The port's physical state (LINK_UP whenever ACTIVE is expected).
+    PhysState,
+    /// The port's rate, lanes × per-lane speed (`--expect-rate`).
+    Rate,
+    /// The port's width in lanes (`--expect-width`).
+    Width,
+    /// The netdev MTU on RoCE, the active IB MTU on InfiniBand (`--expect-mtu`).
+    Mtu,
+    /// `--expect-link-layer`.
+    LinkLayer,
+    /// A usable RoCE v2 GID (`--expect-gid`).
+    Gid,
+    /// The error counters' rise over `--interval` (`--max-error-delta`).
+    ErrorCounters,
+    /// Loopback RDMA WRITE bandwidth on the port (`--loopback-bw`).
+    LoopbackBw,
+    /// Loopback RDMA WRITE latency on the port (`--loopback-lat`).
+    LoopbackLat,
+    /// RDMA WRITE bandwidth to `--peer` (`--peer-bw`).
+    PeerBw,
+    /// RDMA WRITE latency to `--peer` (`--peer-lat`).
+    PeerLat,
+}
+
+impl CheckName {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CheckName::Present => "present",
+            CheckName::State => "state",
+            CheckName::PhysState => "phys_state",
+            CheckName::Rate => "rate",
+            CheckName::Width => "width",
+            CheckName::Mtu => "mtu",
+            CheckName::LinkLayer => "link_layer",
+            CheckName::Gid => "gid",
+            CheckName::ErrorCounters => "error_counters",
+            CheckName::LoopbackBw => "loopback_bw",
+            CheckName::LoopbackLat => "loopback_lat",
+            CheckName::PeerBw => "peer_bw",
+            CheckName::PeerLat => "peer_lat",
+        }
+    }
+}
+
+impl std::fmt::Display for CheckName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One verdict: what was expected of a target, what it had, and whether that will do.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Check {
+    pub name: CheckName,
+    /// `DEV:PORT`, or `DEV` for a device that is missing, `*` for "any RDMA device".
+    pub target: String,
+    pub device: Option<String>,
+    pub port: Option<u8>,
+    /// What would pass, in words with units (`ACTIVE`, `100 Gb/s`, `at least 90 Gb/s`).
+    pub expected: String,
+    /// What was found, in the same words.
+    pub actual: String,
+    pub ok: bool,
+    /// The figure measured, in base units: bytes per second (rates, bandwidths), seconds
+    /// (latencies), a count (error counters), lanes (width), bytes (MTU), the sysfs number of
+    /// a state (4 ACTIVE, 5 LINK_UP); None when nothing was measured.
+    pub value: Option<f64>,
+    /// Active tests: how the test was run (operation, size, QPs, how long).
+    pub settings: Option<String>,
+    /// Peer tests: the server tested against (`HOST:PORT`).
+    pub peer: Option<String>,
+}
+
+/// What `--slurm-drain` did to this node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SlurmAction {
+    /// A check failed: the node was drained with an `rdmadiag:` reason.
+    Drain,
+    /// Every check passed and rdmadiag had drained the node: it was resumed.
+    Resume,
+    /// Nothing to do: passing and not drained by rdmadiag, or drained by someone else (whose
+    /// reason is never replaced).
+    None,
+}
+
+/// `--slurm-drain`: the node, what was done and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SlurmOutcome {
+    /// `$SLURMD_NODENAME`.
+    pub node: String,
+    pub action: SlurmAction,
+    /// The node's reason before the check (None: it had none).
+    pub previous_reason: Option<String>,
+    /// The reason rdmadiag set (with `drain`).
+    pub reason: Option<String>,
+    /// In words: what was done or why nothing was.
+    pub detail: String,
+}
+
+/// The report of `rdmadiag check`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckReport {
+    pub checks: Vec<Check>,
+    /// Every check passed.
+    pub passed: bool,
+    /// How many checks failed.
+    pub failed: usize,
+    /// Wall time of the whole run.
+    pub elapsed_s: f64,
+    /// The `--timeout` that bounded it.
+    pub timeout_s: f64,
+    /// With `--slurm-drain`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slurm: Option<SlurmOutcome>,
+}
+
+impl CheckReport {
+    /// A report of `checks`, with the verdict counted.
+    pub fn new(checks: Vec<Check>, elapsed_s: f64, timeout_s: f64) -> CheckReport {
+        let failed = checks.iter().filter(|c| !c.ok).count();
+        CheckReport {
+            checks,
+            passed: failed == 0,
+            failed,
+            elapsed_s,
+            timeout_s,
+            slurm: None,
+        }
+    }
+
+    /// The failed checks, in the order run.
+    pub fn failures(&self) -> impl Iterator<Item = &Check> {
+        self.checks.iter().filter(|c| !c.ok)
+    }
+}
+
+/// A failed check in one phrase: "rate 2.5 Gb/s, expected 100 Gb/s", "no such device".
+pub fn what_failed(c: &Check) -> String {
+    match c.name {
+        // "no such device (devices: mlx5_1)" says it all.
+        CheckName::Present => c.actual.clone(),
+        _ => format!("{} {}, expected {}", c.name, c.actual, c.expected),
+    }
+}
+
+/// The first failure as `TARGET: WHAT` (the Slurm reason and the line on stderr start so), with
+/// how many more failed.
+pub fn first_failure(r: &CheckReport) -> Option<String> {
+    let first = r.failures().next()?;
+    let mut line = format!("{}: {}", first.target, what_failed(first));
+    if r.failed > 1 {
+        write!(line, " (and {} more)", r.failed - 1).unwrap();
+    }
+    Some(line)
+}
+
+/// The table: check, target, expected, actual, verdict; then the active tests' settings and a
+/// summary line.
+pub fn text(r: &CheckReport, style: Style) -> String {
+    let mut t = style.table(&["CHECK", "TARGET", "EXPECTED", "ACTUAL", "VERDICT"]);
+    for c in &r.checks {
+        t.add_row(vec![
+            Cell::new(c.name),
+            Cell::new(&c.target),
+            Cell::new(&c.expected),
+            Cell::new(&c.actual),
+            if c.ok {
+                Cell::new("ok")
+            } else {
+                style.alert("FAIL".into())
+            },
+        ]);
+    }
+    let mut out = finish(&t);
+    let mut seen: Vec<(&str, &str)> = Vec::new();
+    for c in &r.checks {
+        if let Some(s) = &c.settings
+            && !seen.contains(&(c.name.as_str(), s.as_str()))
+        {
+            seen.push((c.name.as_str(), s.as_str()));
+            writeln!(out, "  {}: {s}", c.name).unwrap();
+        }
+    }
+    let verdict = if r.passed {
+        "all passed".to_string()
+    } else {
+        format!("{} FAILED", r.failed)
+    };
+    writeln!(
+        out,
+        "  {} checks in {:.2} s (--timeout {}): {verdict}",
+        r.checks.len(),
+        r.elapsed_s,
+        seconds_text(r.timeout_s)
+    )
+    .unwrap();
+    if let Some(s) = &r.slurm {
+        writeln!(out, "  slurm: node {}: {}", s.node, s.detail).unwrap();
+    }
+    out
+}
+
+fn seconds_text(s: f64) -> String {
+    if s.fract() == 0.0 {
+        format!("{s:.0}s")
+    } else {
+        format!("{s}s")
+    }
+}
+
+/// NHC's convention: nothing when every check passed, else one `ERROR: rdmadiag: TARGET: WHAT`
+/// line per failure.
+pub fn nhc(r: &CheckReport) -> String {
+    r.failures()
+        .map(|c| format!("ERROR: rdmadiag: {}: {}\n", c.target, what_failed(c)))
+        .collect()
+}
+
+/// A label value with `\`, `"` and newlines escaped, as the exposition format wants.
+fn label(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// The metric family a check's measured value goes to: (name, help), None for checks that
+/// measure nothing numeric.
+fn family(name: CheckName) -> Option<(&'static str, &'static str)> {
+    Some(match name {
+        CheckName::State => (
+            "rdmadiag_port_state",
+            "Logical port state as sysfs numbers it (1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE).",
+        ),
+        CheckName::PhysState => (
+            "rdmadiag_port_physical_state",
+            "Physical port state as sysfs numbers it (2 POLLING, 3 DISABLED, 5 LINK_UP).",
+        ),
+        CheckName::Rate => (
+            "rdmadiag_port_rate_bytes_per_second",
+            "Port rate, lanes times per-lane signalling rate, in bytes per second.",
+        ),
+        CheckName::Width => ("rdmadiag_port_width_lanes", "Port width in lanes."),
+        CheckName::Mtu => (
+            "rdmadiag_port_mtu_bytes",
+            "MTU checked: the netdev MTU on RoCE, the active IB MTU on InfiniBand.",
+        ),
+        CheckName::ErrorCounters => (
+            "rdmadiag_port_error_counters_increase",
+            "Sum of the rises of the port's error counters over the check's interval.",
+        ),
+        CheckName::LoopbackBw => (
+            "rdmadiag_loopback_bandwidth_bytes_per_second",
+            "RDMA WRITE bandwidth of a short loopback test on the port, bytes per second.",
+        ),
+        CheckName::LoopbackLat => (
+            "rdmadiag_loopback_latency_seconds",
+            "Median RDMA WRITE latency (half round trip) of a short loopback test, seconds.",
+        ),
+        CheckName::PeerBw => (
+            "rdmadiag_peer_bandwidth_bytes_per_second",
+            "RDMA WRITE bandwidth of a short test against the peer server, bytes per second.",
+        ),
+        CheckName::PeerLat => (
+            "rdmadiag_peer_latency_seconds",
+            "Median RDMA WRITE latency (half round trip) to the peer server, seconds.",
+        ),
+        CheckName::Present | CheckName::LinkLayer | CheckName::Gid => return None,
+    })
+}
+
+fn port_labels(c: &Check) -> String {
+    let mut l = format!(
+        "device=\"{}\",port=\"{}\"",
+        label(c.device.as_deref().unwrap_or("")),
+        c.port.map(|p| p.to_string()).unwrap_or_default()
+    );
+    if let Some(p) = &c.peer {
+        write!(l, ",peer=\"{}\"", label(p)).unwrap();
+    }
+    l
+}
+
+/// A number as the exposition format writes it.
+fn number(v: f64) -> String {
+    if v.is_finite() {
+        format!("{v}")
+    } else if v.is_nan() {
+        "NaN".into()
+    } else if v > 0.0 {
+        "+Inf".into()
+    } else {
+        "-Inf".into()
+    }
+}
+
+/// The Prometheus text exposition format (version 0.0.4), base units, every family with HELP
+/// and TYPE: one `rdmadiag_check_ok` per check, the measured values, and the run's verdict,
+/// duration and time (`unix_time_s`, for alerts on a stale file).
+pub fn prometheus(r: &CheckReport, unix_time_s: f64) -> String {
+    let mut out = String::new();
+    let gauge = |out: &mut String, name: &str, help: &str, samples: &[(String, f64)]| {
+        if samples.is_empty() {
+            return;
+        }
+        writeln!(out, "# HELP {name} {help}").unwrap();
+        writeln!(out, "# TYPE {name} gauge").unwrap();
+        for (labels, v) in samples {
+            if labels.is_empty() {
+                writeln!(out, "{name} {}", number(*v)).unwrap();
+            } else {
+                writeln!(out, "{name}{{{labels}}} {}", number(*v)).unwrap();
+            }
+        }
+    };
+    let ok: Vec<(String, f64)> = r
+        .checks
+        .iter()
+        .map(|c| {
+            (
+                format!("check=\"{}\",{}", c.name, port_labels(c)),
+                if c.ok { 1.0 } else { 0.0 },
+            )
+        })
+        .collect();
+    gauge(
+        &mut out,
+        "rdmadiag_check_ok",
+        "1 when the check passed, 0 when it failed.",
+        &ok,
+    );
+    // Families in a fixed order, each once, with every check that measured into it.
+    let mut names: Vec<CheckName> = Vec::new();
+    for c in &r.checks {
+        if !names.contains(&c.name) {
+            names.push(c.name);
+        }
+    }
+    for n in names {
+        let Some((metric, help)) = family(n) else {
+            continue;
+        };
+        let samples: Vec<(String, f64)> = r
+            .checks
+            .iter()
+            .filter(|c| c.name == n)
+            .filter_map(|c| c.value.map(|v| (port_labels(c), v)))
+            .collect();
+        gauge(&mut out, metric, help, &samples);
+    }
+    let whole = |v: f64| vec![(String::new(), v)];
+    gauge(
+        &mut out,
+        "rdmadiag_check_passed",
+        "1 when every check of the run passed.",
+        &whole(if r.passed { 1.0 } else { 0.0 }),
+    );
+    gauge(
+        &mut out,
+        "rdmadiag_check_failed_checks",
+        "How many checks of the run failed.",
+        &whole(r.failed as f64),
+    );
+    gauge(
+        &mut out,
+        "rdmadiag_check_duration_seconds",
+        "Wall time of the whole check run.",
+        &whole(r.elapsed_s),
+    );
+    gauge(
+        &mut out,
+        "rdmadiag_check_timestamp_seconds",
+        "When the check ran, seconds since the Unix epoch.",
+        &whole(unix_time_s.floor()),
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(name: CheckName, target: &str, ok: bool, value: Option<f64>) -> Check {
+        let (device, port) = match target.split_once(':') {
+            Some((d, p)) => (Some(d.to_string()), p.parse().ok()),
+            None => (Some(target.to_string()), None),
+        };
+        Check {
+            name,
+            target: target.into(),
+            device,
+            port,
+            expected: "100 Gb/s".into(),
+            actual: "2.5 Gb/s".into(),
+            ok,
+            value,
+            settings: None,
+            peer: None,
+        }
+    }
+
+    fn sample() -> CheckReport {
+        CheckReport::new(
+            vec![
+                check(CheckName::State, "rxe0:1", true, Some(4.0)),
+                check(CheckName::Rate, "rxe0:1", false, Some(2.5e9 / 8.0)),
+                check(CheckName::Gid, "rxe0:1", true, None),
+                Check {
+                    settings: Some("RDMA WRITE 64 KiB, 1 QP, for 1 s".into()),
+                    expected: "at least 90 Gb/s".into(),
+                    actual: "0.21 Gb/s".into(),
+                    ..check(CheckName::LoopbackBw, "rxe0:1", false, Some(2.6e7))
+                },
+            ],
+            1.5,
+            30.0,
+        )
+    }
+
+    #[test]
+    fn nhc_prints_nothing_on_success_and_a_line_per_failure() {
+        let r = sample();
+        assert_eq!(
+            nhc(&r),
+            "ERROR: rdmadiag: rxe0:1: rate 2.5 Gb/s, expected 100 Gb/s\n\
+             ERROR: rdmadiag: rxe0:1: loopback_bw 0.21 Gb/s, expected at least 90 Gb/s\n"
+        );
+        assert_eq!(
+            first_failure(&r).unwrap(),
+            "rxe0:1: rate 2.5 Gb/s, expected 100 Gb/s (and 1 more)"
+        );
+        let good = CheckReport::new(
+            vec![check(CheckName::State, "rxe0:1", true, None)],
+            0.1,
+            30.0,
+        );
+        assert!(good.passed && nhc(&good).is_empty() && first_failure(&good).is_none());
+    }
+
+    #[test]
+    fn text_has_a_row_per_check_the_settings_and_the_verdict() {
+        let t = text(&sample(), Style::plain());
+        let header = t.lines().next().unwrap();
+        for h in ["CHECK", "TARGET", "EXPECTED", "ACTUAL", "VERDICT"] {
+            assert!(header.contains(h), "{t}");
+        }
+        let rate = t.lines().find(|l| l.contains("rate")).unwrap();
+        assert!(rate.contains("2.5 Gb/s") && rate.ends_with("FAIL"), "{t}");
+        assert!(
+            t.contains("loopback_bw: RDMA WRITE 64 KiB, 1 QP, for 1 s"),
+            "{t}"
+        );
+        assert!(
+            t.contains("4 checks in 1.50 s (--timeout 30s): 2 FAILED"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn prometheus_has_help_type_and_one_ok_per_check() {
+        let p = prometheus(&sample(), 1_800_000_000.5);
+        assert!(p.contains("# TYPE rdmadiag_check_ok gauge"), "{p}");
+        assert!(
+            p.contains("rdmadiag_check_ok{check=\"rate\",device=\"rxe0\",port=\"1\"} 0\n"),
+            "{p}"
+        );
+        assert!(
+            p.contains("rdmadiag_check_ok{check=\"gid\",device=\"rxe0\",port=\"1\"} 1\n"),
+            "{p}"
+        );
+        assert!(
+            p.contains(
+                "rdmadiag_port_rate_bytes_per_second{device=\"rxe0\",port=\"1\"} 312500000\n"
+            ),
+            "{p}"
+        );
+        assert!(p.contains("rdmadiag_check_passed 0\n"), "{p}");
+        assert!(
+            p.contains("rdmadiag_check_timestamp_seconds 1800000000\n"),
+            "{p}"
+        );
+        // Every sample's family has HELP and TYPE before it, once.
+        let mut declared = Vec::new();
+        for l in p.lines() {
+            if let Some(rest) = l.strip_prefix("# TYPE ") {
+                let name = rest.split(' ').next().unwrap();
+                assert!(!declared.contains(&name.to_string()), "{name} twice");
+                declared.push(name.to_string());
+            } else if !l.starts_with('#') {
+                let name = l.split(['{', ' ']).next().unwrap();
+                assert_eq!(declared.last().map(String::as_str), Some(name), "{l}");
+            }
+        }
+        assert_eq!(label("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
+}
