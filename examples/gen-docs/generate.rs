@@ -1,5 +1,5 @@
 //! Renders man/ and completions/ from the clap definition (src/cli/), the hand-written
-//! sections (src/manual.rs) and docs/json.md (rdmadiag-json(7)). Shared by examples/gen-docs
+//! sections (src/manual/) and docs/json.md (rdmadiag-json(7)). Shared by examples/gen-docs
 //! (writes the files) and tests/docs.rs (fails when the committed files differ). Only the sources
 //! decide the output: the version is the crate's (no git revision), and the pages carry no date.
 

@@ -1,4 +1,4 @@
-//! Writes man/ and completions/ from the clap definition (src/cli/) and src/manual.rs.
+//! Writes man/ and completions/ from the clap definition (src/cli/) and src/manual/.
 //!
 //! Run `cargo run --example gen-docs` after changing the CLI or the manual text and commit the
 //! result; tests/docs.rs fails while the committed files are stale. Files in man/ or completions/
