@@ -10,6 +10,7 @@ pub mod counters;
 pub mod cpu;
 pub mod device_access;
 pub mod exit;
+pub mod fabric;
 pub mod ib;
 pub mod inventory;
 pub mod manual;
