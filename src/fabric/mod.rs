@@ -3,3 +3,4 @@
 pub mod hostlist;
 pub mod launcher;
 pub mod schedule;
+pub mod verdict;

@@ -105,7 +105,7 @@ fn ring(n: u32) -> Vec<Vec<Pair>> {
 }
 
 /// Put each pair in the first round where neither of its ranks already tests.
-fn pack(n: u32, pairs: Vec<Pair>) -> Vec<Vec<Pair>> {
+pub fn pack(n: u32, pairs: Vec<Pair>) -> Vec<Vec<Pair>> {
     let mut rounds: Vec<(Vec<Pair>, Vec<bool>)> = Vec::new();
     for (a, b) in pairs {
         let slot = rounds
