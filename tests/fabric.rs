@@ -354,3 +354,81 @@ fn scale_many_ranks_within_bounded_time_and_memory() {
     assert!(sim.elapsed < Duration::from_secs(300), "{:?}", sim.elapsed);
     assert!(hwm < 2 * 1024 * 1024, "peak RSS {hwm} KiB");
 }
+
+/// The fabric report of a run with a suspect, a retest and a missing rank: every key is in
+/// docs/json.md (tests/lab/fabric.rs checks a real run's too).
+#[test]
+fn every_key_of_the_fabric_report_is_documented() {
+    fn slow_one(a: u32, b: u32) -> f64 {
+        if a == 1 || b == 1 { 1.0 } else { 10.0 }
+    }
+    let mut cfg = config(5, Duration::from_secs(20));
+    cfg.rendezvous_timeout = Duration::from_secs(3);
+    cfg.allow_missing = true;
+    let sim = simulate(cfg, 4, |rank| Stub {
+        rank,
+        bw: slow_one,
+        stall: None,
+    });
+    let o = sim.outcome.unwrap();
+    assert!(!o.missing.is_empty() && !o.suspects.is_empty() && !o.notes.is_empty());
+    let settings = rdmadiag::report::fabric::FabricSettings {
+        pattern: "all-pairs".into(),
+        tests: vec!["bw".into(), "lat".into()],
+        bw_size: 65536,
+        bw_iterations: 100,
+        lat_size: 2,
+        lat_iterations: 100,
+        min_bw_ratio: 0.8,
+        max_lat_ratio: 1.5,
+        expect_bw_gbps: Some(1.0),
+        expect_lat_us: None,
+        timeout_s: 30.0,
+    };
+    let r = rdmadiag::fabric::report(o, settings, Duration::from_secs(1));
+    let v = serde_json::to_value(&r).unwrap();
+    let documented: std::collections::BTreeSet<String> = {
+        let doc =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/json.md")).unwrap();
+        doc.split('`')
+            .skip(1)
+            .step_by(2)
+            .map(|s| s.trim().to_string())
+            .collect()
+    };
+    let mut keys = std::collections::BTreeSet::new();
+    fn walk(v: &serde_json::Value, out: &mut std::collections::BTreeSet<String>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, c) in m {
+                    out.insert(k.clone());
+                    if k != "counters" {
+                        walk(c, out);
+                    }
+                }
+            }
+            serde_json::Value::Array(a) => a.iter().for_each(|c| walk(c, out)),
+            _ => {}
+        }
+    }
+    walk(&v, &mut keys);
+    let missing: Vec<&String> = keys.difference(&documented).collect();
+    assert!(
+        missing.is_empty(),
+        "undocumented in docs/json.md: {missing:?}"
+    );
+    for contract in [
+        "hosts",
+        "pairs",
+        "suspects",
+        "missing",
+        "bw_gbps",
+        "bw_gbps_reverse",
+        "lat_us",
+        "retested",
+        "reason",
+        "flagged",
+    ] {
+        assert!(keys.contains(contract), "{contract} not in the report");
+    }
+}
