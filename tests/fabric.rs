@@ -433,3 +433,65 @@ fn every_key_of_the_fabric_report_is_documented() {
         assert!(keys.contains(contract), "{contract} not in the report");
     }
 }
+
+/// The binary's usage errors: one line on stderr, exit 2, before anything waits.
+#[test]
+fn launch_mistakes_are_usage_errors() {
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_rdmadiag"));
+        c.arg("fabric").args(args);
+        for (k, _) in std::env::vars() {
+            if ["SLURM_", "OMPI_", "PMIX_", "PMI_", "RDMADIAG_"]
+                .iter()
+                .any(|p| k.starts_with(p))
+            {
+                c.env_remove(k);
+            }
+        }
+        c.envs(env.iter().copied());
+        c.output().unwrap()
+    };
+    let cases: &[(&[&str], &[(&str, &str)], &str)] = &[
+        (&[], &[], "no launcher found"),
+        (
+            &[],
+            &[("OMPI_COMM_WORLD_RANK", "0"), ("OMPI_COMM_WORLD_SIZE", "2")],
+            "--coordinator",
+        ),
+        (&[], &[("PMI_RANK", "0"), ("PMI_SIZE", "2")], "Hydra"),
+        (
+            &["--hosts", "no-such-host-a,no-such-host-b"],
+            &[],
+            "not in --hosts",
+        ),
+        (&["--hosts", "n[1-"], &[], "--hosts"),
+        (
+            &["--coordinator", "h:0"],
+            &[("PMI_RANK", "0"), ("PMI_SIZE", "2")],
+            "HOST[:PORT]",
+        ),
+        (
+            &["--min-bw-ratio", "0"],
+            &[
+                ("PMI_RANK", "0"),
+                ("PMI_SIZE", "2"),
+                ("RDMADIAG_COORDINATOR", "h"),
+            ],
+            "above 0",
+        ),
+    ];
+    for (args, env, says) in cases {
+        let o = run(args, env);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?} {env:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(o.stdout.is_empty());
+    }
+    let o = run(
+        &["--json"],
+        &[("OMPI_COMM_WORLD_RANK", "0"), ("OMPI_COMM_WORLD_SIZE", "2")],
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["error"]["exit_code"], 2);
+}
