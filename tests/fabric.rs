@@ -451,7 +451,8 @@ fn launch_mistakes_are_usage_errors() {
         c.envs(env.iter().copied());
         c.output().unwrap()
     };
-    let cases: &[(&[&str], &[(&str, &str)], &str)] = &[
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+    let cases: &[Case] = &[
         (&[], &[], "no launcher found"),
         (
             &[],
