@@ -142,6 +142,9 @@ struct Conn {
     peer: Option<IpAddr>,
 }
 
+/// How often a wait looks whether a signal asked the run to stop.
+const STOP_POLL: Duration = Duration::from_millis(200);
+
 /// Stack of each connection's reader thread: it only parses lines.
 const READER_STACK: usize = 128 * 1024;
 
@@ -216,7 +219,7 @@ impl Run<'_> {
     }
 
     /// One round: tell every live rank its peer (or its bye), wait for all of them, merge.
-    fn round(&mut self, round: u32, pairs: &[Pair], retested: bool) -> Vec<PairResult> {
+    fn round(&mut self, round: u32, pairs: &[Pair], retested: bool) -> Result<Vec<PairResult>> {
         let mut results = Vec::new();
         let mut peer_of: BTreeMap<u32, (u32, bool)> = BTreeMap::new();
         for &(a, b) in pairs {
@@ -256,8 +259,12 @@ impl Run<'_> {
         let mut sides: BTreeMap<u32, PairSide> = BTreeMap::new();
         while sides.len() < self.live.len() {
             let left = deadline.saturating_duration_since(Instant::now());
-            let Ok((id, ev)) = self.rx.recv_timeout(left) else {
+            if left.is_zero() {
                 break;
+            }
+            self.check_stop(round)?;
+            let Ok((id, ev)) = self.rx.recv_timeout(left.min(STOP_POLL)) else {
+                continue;
             };
             let Some(rank) = self.conn_rank(id) else {
                 continue;
@@ -308,7 +315,24 @@ impl Run<'_> {
             let why = (!why.is_empty()).then(|| why.join("; "));
             results.push(self.merge(round, (a, b), sa, sb, retested, why));
         }
-        results
+        Ok(results)
+    }
+
+    /// After SIGINT or SIGTERM: tell every rank the run is over, and stop.
+    fn check_stop(&mut self, round: u32) -> Result<()> {
+        if !crate::exit::STOP.load(std::sync::atomic::Ordering::Relaxed) {
+            return Ok(());
+        }
+        let reason = format!("rank 0 was stopped in round {round}");
+        for r in self.live.keys().copied().collect::<Vec<_>>() {
+            self.tell(
+                r,
+                &ToRank::Abort {
+                    reason: reason.clone(),
+                },
+            );
+        }
+        Err(anyhow::Error::new(crate::exit::Interrupted).context(reason))
     }
 
     fn merge(
@@ -392,6 +416,10 @@ pub fn coordinate(
     let mut bound: BTreeMap<u32, usize> = BTreeMap::new();
     let deadline = Instant::now() + cfg.rendezvous_timeout;
     while (hellos.len() as u32) < cfg.size && Instant::now() < deadline {
+        if crate::exit::STOP.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(anyhow::Error::new(crate::exit::Interrupted)
+                .context("waiting for the ranks to join"));
+        }
         loop {
             match listener.accept() {
                 Ok((s, _)) => {
@@ -519,7 +547,7 @@ pub fn coordinate(
     progress.plan(cfg.schedule.pairs(), total);
     let mut pairs = Vec::new();
     for r in 0..total {
-        pairs.extend(run.round(r as u32 + 1, &cfg.schedule.round(r), false));
+        pairs.extend(run.round(r as u32 + 1, &cfg.schedule.round(r), false)?);
         progress.round_done(r + 1, total);
     }
 
@@ -549,7 +577,7 @@ pub fn coordinate(
     let retest_rounds = pack(cfg.size, unique);
     for (i, rp) in retest_rounds.iter().enumerate() {
         rounds += 1;
-        retest_results.extend(run.round(rounds, rp, true));
+        retest_results.extend(run.round(rounds, rp, true)?);
         progress.round_done(total + i + 1, total + retest_rounds.len());
     }
     verdict::flag(&mut retest_results, &medians, &cfg.thresholds);
