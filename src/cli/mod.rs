@@ -3,11 +3,13 @@
 //! One file per family of subcommands; this one holds the top level and the options they share.
 
 mod check;
+mod fabric;
 mod inventory;
 mod perf;
 mod pingpong;
 
 pub use check::{CheckArgs, CheckFormat, ExpectLinkLayer, ExpectState};
+pub use fabric::{FabricArgs, FabricTest, PatternArg};
 pub use inventory::{DevicesArgs, PortsArgs};
 pub use perf::{
     BwArgs, ExpectSize, LatArgs, LatTiming, Op, PerfCommon, Transport, Units, XferArgs,
@@ -24,7 +26,7 @@ pub use crate::VERSION;
 
 /// The subcommands' names (for messages that point at a subcommand's help).
 pub const SUBCOMMANDS: &[&str] = &[
-    "devices", "ports", "pingpong", "bw", "lat", "write", "read", "check",
+    "devices", "ports", "pingpong", "bw", "lat", "write", "read", "check", "fabric",
 ];
 
 /// Every exit code, in one line: the last line of every `--help` (rdmadiag(1) says it in full).
@@ -68,6 +70,10 @@ pub enum Command {
     /// and peer tests; table, NHC lines, JSON or Prometheus; can drain a Slurm node.
     #[command(after_help = EXIT_CODES_HELP)]
     Check(CheckArgs),
+    /// Test every link of a cluster in parallel rounds of pairs (bw both ways, lat), launched by
+    /// srun, mpirun or --hosts, and name the slow or failing host or link.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Fabric(FabricArgs),
 }
 
 impl Command {
@@ -91,6 +97,7 @@ impl Command {
             Command::Lat(a) => a.common.output.json,
             Command::Write(a) | Command::Read(a) => a.output.json,
             Command::Check(a) => a.format() == CheckFormat::Json,
+            Command::Fabric(a) => a.output.json,
         }
     }
 }

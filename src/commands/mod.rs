@@ -2,6 +2,7 @@
 
 mod check;
 mod devices;
+mod fabric;
 pub mod perf;
 pub mod pingpong;
 mod ports;
@@ -26,6 +27,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Write(args) => perf::run_xfer(&args, crate::perf::Op::Write),
         Command::Read(args) => perf::run_xfer(&args, crate::perf::Op::Read),
         Command::Check(args) => check::run(&args),
+        Command::Fabric(args) => fabric::run(&args),
     }
 }
 

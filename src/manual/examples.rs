@@ -12,6 +12,35 @@ pub const EXAMPLES: &[(&str, &[Example])] = &[
     ("write", WRITE),
     ("read", READ),
     ("check", CHECK),
+    ("fabric", FABRIC),
+];
+
+const FABRIC: &[Example] = &[
+    Example {
+        what: "Every pair of 64 Slurm nodes, bw both ways and lat, in 63 rounds of 32 pairs; rank \
+               0 (on the first node of the step) coordinates and prints the host x host matrices \
+               and the suspects:",
+        commands: &["srun -N64 --ntasks-per-node=1 rdmadiag fabric"],
+    },
+    Example {
+        what: "Under Open MPI (or Hydra), which give no host list: name rank 0's host:",
+        commands: &[
+            "mpirun -np 8 --map-by node rdmadiag fabric --coordinator node01 --json > fabric.json",
+        ],
+    },
+    Example {
+        what: "Without a launcher: start the same line on every host (ssh, pdsh...); each finds \
+               its rank in the list by hostname or address:",
+        commands: &["rdmadiag fabric --hosts node[01-04] --tests bw -s 1M -n 1000"],
+    },
+    Example {
+        what: "A quick look at a large fabric (three random matchings, suspects retested), for \
+               node_exporter's textfile collector:",
+        commands: &[
+            "rdmadiag fabric --hosts node[001-512] --pattern quick --prometheus \
+             /var/lib/node_exporter/fabric.prom",
+        ],
+    },
 ];
 
 const BW: &[Example] = &[

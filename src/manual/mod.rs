@@ -171,12 +171,26 @@ pub const EXIT_STATUS: &[(u8, &str)] = &[
 ];
 
 /// ENVIRONMENT, on rdmadiag(1).
-pub const ENVIRONMENT: &[(&str, &str)] = &[(
-    "NO_COLOR",
-    "When set and not empty, tables are drawn without colour (https://no-color.org). \
+pub const ENVIRONMENT: &[(&str, &str)] = &[
+    (
+        "NO_COLOR",
+        "When set and not empty, tables are drawn without colour (https://no-color.org). \
          TERM=dumb does the same. Tables get boxes and colour only when standard output is a \
          terminal; on a pipe they are plain columns.",
-)];
+    ),
+    (
+        "RDMADIAG_COORDINATOR",
+        "fabric: rank 0's HOST[:PORT], as --coordinator (which wins). Read under a launcher \
+         that gives no host list (Open MPI, PMIx, Hydra).",
+    ),
+    (
+        "SLURM_PROCID, SLURM_STEP_NUM_TASKS, SLURM_NTASKS, SLURM_STEP_NODELIST",
+        "fabric under srun: the rank, the number of ranks (the step's, else the job's) and the \
+         hosts, whose first is the coordinator. Open MPI's OMPI_COMM_WORLD_RANK and \
+         OMPI_COMM_WORLD_SIZE, PMIx's PMIX_RANK and Hydra's PMI_RANK and PMI_SIZE give the rank \
+         and size under mpirun.",
+    ),
+];
 
 /// The other tools in SEE ALSO, on every page: (name, manual section).
 pub const SEE_ALSO: &[(&str, &str)] = &[

@@ -4,6 +4,7 @@
 
 pub mod check;
 pub mod counters;
+pub mod fabric;
 pub mod inventory;
 pub mod perf;
 pub mod pingpong;

@@ -9,6 +9,7 @@ mod check;
 mod cm;
 mod conventions;
 mod counters;
+mod fabric;
 mod faults;
 mod inventory;
 mod perf;
