@@ -22,6 +22,9 @@ _rdmadiag() {
             rdmadiag,devices)
                 cmd="rdmadiag__subcmd__devices"
                 ;;
+            rdmadiag,fabric)
+                cmd="rdmadiag__subcmd__fabric"
+                ;;
             rdmadiag,help)
                 cmd="rdmadiag__subcmd__help"
                 ;;
@@ -45,6 +48,9 @@ _rdmadiag() {
                 ;;
             rdmadiag__subcmd__help,devices)
                 cmd="rdmadiag__subcmd__help__subcmd__devices"
+                ;;
+            rdmadiag__subcmd__help,fabric)
+                cmd="rdmadiag__subcmd__help__subcmd__fabric"
                 ;;
             rdmadiag__subcmd__help,help)
                 cmd="rdmadiag__subcmd__help__subcmd__help"
@@ -71,7 +77,7 @@ _rdmadiag() {
 
     case "${cmd}" in
         rdmadiag)
-            opts="-h -V --help --version devices ports pingpong bw lat write read help"
+            opts="-h -V --help --version devices ports pingpong bw lat write read fabric help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -300,8 +306,112 @@ _rdmadiag() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        rdmadiag__subcmd__fabric)
+            opts="-s -n -i -x -v -d -h -V --hosts --coordinator --pattern --tests --size --iters --ib-port --gid-index --seed --min-bw-ratio --max-lat-ratio --expect-bw --expect-lat --allow-missing --no-retest --timeout --csv --prometheus --verbose --json --device --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --hosts)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --coordinator)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --pattern)
+                    COMPREPLY=($(compgen -W "all-pairs ring quick" -- "${cur}"))
+                    return 0
+                    ;;
+                --tests)
+                    COMPREPLY=($(compgen -W "bw lat" -- "${cur}"))
+                    return 0
+                    ;;
+                --size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -s)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --iters)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -n)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ib-port)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -i)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --gid-index)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -x)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --seed)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --min-bw-ratio)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-lat-ratio)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --expect-bw)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --expect-lat)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --csv)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --prometheus)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --device)
+                    compopt +o default +o bashdefault 2>/dev/null
+                    COMPREPLY=($(compgen -W "$(ls "${RDMADIAG_SYSFS_ROOT:-/sys/class/infiniband}" 2>/dev/null)" -- "${cur}"))
+                    return 0
+                    ;;
+                -d)
+                    compopt +o default +o bashdefault 2>/dev/null
+                    COMPREPLY=($(compgen -W "$(ls "${RDMADIAG_SYSFS_ROOT:-/sys/class/infiniband}" 2>/dev/null)" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         rdmadiag__subcmd__help)
-            opts="devices ports pingpong bw lat write read help"
+            opts="devices ports pingpong bw lat write read fabric help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -329,6 +439,20 @@ _rdmadiag() {
             return 0
             ;;
         rdmadiag__subcmd__help__subcmd__devices)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        rdmadiag__subcmd__help__subcmd__fabric)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

@@ -40,6 +40,7 @@ complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "bw" -d 'Bandwidth
 complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "lat" -d 'Latency of SEND, RDMA WRITE or RDMA READ, with percentiles (like ib_*_lat)'
 complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "write" -d 'Diagnose RDMA WRITE: write a patterned buffer into the peer and verify every byte'
 complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "read" -d 'Diagnose RDMA READ: read the peer\'s patterned buffer and verify every byte'
+complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "fabric" -d 'Test every link of a cluster in parallel rounds of pairs (bw both ways, lat), launched by srun, mpirun or --hosts, and name the slow or failing host or link'
 complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand devices" -s d -l device -d 'Show only this device (e.g. mlx5_0, rxe0)' -r -f -a "(__fish_rdmadiag_devices)"
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand devices" -l json -d 'Print one JSON document instead of tables (schema: rdmadiag-json(7))'
@@ -204,11 +205,38 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -s v -l verbose 
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l json -d 'Print one JSON document instead of tables (schema: rdmadiag-json(7))'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -s h -l help -d 'Print help'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -s V -l version -d 'Print version'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read help" -f -a "devices" -d 'List RDMA devices: GUID, type, firmware, PCI id, ports and their state (read from sysfs)'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read help" -f -a "ports" -d 'Show ports: state, link layer, speed, netdev and its MTU, and the GID table with types and IPs'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read help" -f -a "pingpong" -d 'SEND/RECV ping-pong round trips (like ibv_rc_pingpong): server without HOST, client with'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read help" -f -a "bw" -d 'Bandwidth and message rate of SEND, RDMA WRITE or RDMA READ (like ib_*_bw)'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read help" -f -a "lat" -d 'Latency of SEND, RDMA WRITE or RDMA READ, with percentiles (like ib_*_lat)'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read help" -f -a "write" -d 'Diagnose RDMA WRITE: write a patterned buffer into the peer and verify every byte'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read help" -f -a "read" -d 'Diagnose RDMA READ: read the peer\'s patterned buffer and verify every byte'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l hosts -d 'Every host of the run, in Slurm hostlist syntax (node[01-04,07]): each rank finds its position by hostname or local address. Without it the rank comes from Slurm, Open MPI, PMIx or Hydra' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l coordinator -d 'Rank 0\'s host (and port, default 18600), where every rank meets: required under mpirun (or set RDMADIAG_COORDINATOR); by default the first host of Slurm\'s list or --hosts' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l pattern -d 'Which pairs test each other' -r -f -a "all-pairs\t'Every pair once, in N-1 rounds (N with a bye when N is odd)'
+ring\t'Each host with the next one'
+quick\t'A few random perfect matchings, then suspects retested'"
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l tests -d 'The tests each pair runs, comma-separated' -r -f -a "bw\t'RDMA WRITE bandwidth, both directions'
+lat\t'RDMA WRITE latency (median half round trip)'"
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -s s -l size -d 'The bandwidth test\'s message size' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -s n -l iters -d 'Iterations of each test (bandwidth messages, latency round trips)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -s i -l ib-port -d 'Use this port of the device (1-based)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -s x -l gid-index -d 'Use this GID index' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l seed -d 'Seed of --pattern quick\'s matchings (the same on every rank)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l min-bw-ratio -d 'Flag a pair whose bandwidth is below this fraction of the fabric\'s median' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l max-lat-ratio -d 'Flag a pair whose latency is above this multiple of the fabric\'s median' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l expect-bw -d 'Also flag a pair whose bandwidth (either direction) is below this rate (10Gb/s, 1GB/s)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l expect-lat -d 'Also flag a pair whose latency is above this (5us, 1ms)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l timeout -d 'The bound on each wait: joining the coordinator, each wait of a pair test for its peer; a round may last a few times this. A bare number is seconds' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l csv -d 'Write one CSV row per pair to FILE (rank 0)' -r -F
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l prometheus -d 'Write Prometheus metrics to FILE, atomically (for node_exporter\'s textfile collector)' -r -F
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -s d -l device -d 'Use this RDMA device (default: the first with an active port)' -r -f -a "(__fish_rdmadiag_devices)"
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l allow-missing -d 'Go on without ranks missing at the rendezvous (they are named, and the run exits 3)'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l no-retest -d 'Do not retest suspects against hosts that passed'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -s v -l verbose -d 'Other ranks print a line per round on stderr; rank 0 adds status lines'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l json -d 'Print one JSON document instead of tables (schema: rdmadiag-json(7))'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -s V -l version -d 'Print version'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read fabric help" -f -a "devices" -d 'List RDMA devices: GUID, type, firmware, PCI id, ports and their state (read from sysfs)'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read fabric help" -f -a "ports" -d 'Show ports: state, link layer, speed, netdev and its MTU, and the GID table with types and IPs'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read fabric help" -f -a "pingpong" -d 'SEND/RECV ping-pong round trips (like ibv_rc_pingpong): server without HOST, client with'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read fabric help" -f -a "bw" -d 'Bandwidth and message rate of SEND, RDMA WRITE or RDMA READ (like ib_*_bw)'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read fabric help" -f -a "lat" -d 'Latency of SEND, RDMA WRITE or RDMA READ, with percentiles (like ib_*_lat)'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read fabric help" -f -a "write" -d 'Diagnose RDMA WRITE: write a patterned buffer into the peer and verify every byte'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read fabric help" -f -a "read" -d 'Diagnose RDMA READ: read the peer\'s patterned buffer and verify every byte'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read fabric help" -f -a "fabric" -d 'Test every link of a cluster in parallel rounds of pairs (bw both ways, lat), launched by srun, mpirun or --hosts, and name the slow or failing host or link'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read fabric help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

@@ -31,6 +31,23 @@ pub enum TestReport {
     Served(Served),
 }
 
+/// Serve one rdmadiag client (any test it asks for) on `listener`, a port bound already: the
+/// server role of [`run`] for callers that must know the port before the client dials.
+pub fn serve_on(listener: &std::net::TcpListener, opts: &SessionOptions) -> Result<TestReport> {
+    session::phase::reset();
+    let opts = SessionOptions {
+        host: None,
+        persist: false,
+        port: listener.local_addr()?.port(),
+        ..opts.clone()
+    };
+    Ok(TestReport::Served(session::run_server_on(
+        listener,
+        &opts,
+        session::serve_client,
+    )?))
+}
+
 /// Run `spec` in `role`. Errors are complete sentences; a mistake in the spec or the options is
 /// a [`UsageError`], data that did not arrive as sent a [`crate::exit::DataMismatch`].
 pub fn run(

@@ -9,10 +9,15 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::net::IpAddr;
 use std::time::Duration;
 
+mod fabric;
+pub use fabric::{FabricArgs, FabricTest, PatternArg};
+
 pub use crate::VERSION;
 
 /// The subcommands' names (for messages that point at a subcommand's help).
-pub const SUBCOMMANDS: &[&str] = &["devices", "ports", "pingpong", "bw", "lat", "write", "read"];
+pub const SUBCOMMANDS: &[&str] = &[
+    "devices", "ports", "pingpong", "bw", "lat", "write", "read", "fabric",
+];
 
 /// Every exit code, in one line: the last line of every `--help` (rdmadiag(1) says it in full).
 pub const EXIT_CODES_HELP: &str = "Exit status: 0 ok, 1 runtime failure, 2 usage error, 3 \
@@ -51,6 +56,10 @@ pub enum Command {
     /// Diagnose RDMA READ: read the peer's patterned buffer and verify every byte.
     #[command(after_help = EXIT_CODES_HELP)]
     Read(XferArgs),
+    /// Test every link of a cluster in parallel rounds of pairs (bw both ways, lat), launched by
+    /// srun, mpirun or --hosts, and name the slow or failing host or link.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Fabric(FabricArgs),
 }
 
 impl Command {
@@ -73,6 +82,7 @@ impl Command {
             Command::Bw(a) => a.common.output.json,
             Command::Lat(a) => a.common.output.json,
             Command::Write(a) | Command::Read(a) => a.output.json,
+            Command::Fabric(a) => a.output.json,
         }
     }
 }

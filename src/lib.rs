@@ -10,6 +10,7 @@ pub mod counters;
 pub mod cpu;
 pub mod device_access;
 pub mod exit;
+pub mod fabric;
 pub mod ib;
 pub mod inventory;
 pub mod manual;
@@ -23,7 +24,7 @@ pub mod units;
 #[allow(unsafe_code)]
 pub mod verbs;
 
-pub use api::{Role, TestReport, run};
+pub use api::{Role, TestReport, run, serve_on};
 
 /// Version string: the crate version plus the git revision it was built from.
 pub const VERSION: &str = concat!(

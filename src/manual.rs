@@ -50,6 +50,35 @@ pub const EXAMPLES: &[(&str, &[Example])] = &[
     ("lat", LAT),
     ("write", WRITE),
     ("read", READ),
+    ("fabric", FABRIC),
+];
+
+const FABRIC: &[Example] = &[
+    Example {
+        what: "Every pair of 64 Slurm nodes, bw both ways and lat, in 63 rounds of 32 pairs; rank \
+               0 (on the first node of the step) coordinates and prints the host x host matrices \
+               and the suspects:",
+        commands: &["srun -N64 --ntasks-per-node=1 rdmadiag fabric"],
+    },
+    Example {
+        what: "Under Open MPI (or Hydra), which give no host list: name rank 0's host:",
+        commands: &[
+            "mpirun -np 8 --map-by node rdmadiag fabric --coordinator node01 --json > fabric.json",
+        ],
+    },
+    Example {
+        what: "Without a launcher: start the same line on every host (ssh, pdsh...); each finds \
+               its rank in the list by hostname or address:",
+        commands: &["rdmadiag fabric --hosts node[01-04] --tests bw -s 1M -n 1000"],
+    },
+    Example {
+        what: "A quick look at a large fabric (three random matchings, suspects retested), for \
+               node_exporter's textfile collector:",
+        commands: &[
+            "rdmadiag fabric --hosts node[001-512] --pattern quick --prometheus \
+             /var/lib/node_exporter/fabric.prom",
+        ],
+    },
 ];
 
 const BW: &[Example] = &[
@@ -418,12 +447,26 @@ pub const EXIT_STATUS: &[(u8, &str)] = &[
 ];
 
 /// ENVIRONMENT, on rdmadiag(1).
-pub const ENVIRONMENT: &[(&str, &str)] = &[(
-    "NO_COLOR",
-    "When set and not empty, tables are drawn without colour (https://no-color.org). \
+pub const ENVIRONMENT: &[(&str, &str)] = &[
+    (
+        "NO_COLOR",
+        "When set and not empty, tables are drawn without colour (https://no-color.org). \
          TERM=dumb does the same. Tables get boxes and colour only when standard output is a \
          terminal; on a pipe they are plain columns.",
-)];
+    ),
+    (
+        "RDMADIAG_COORDINATOR",
+        "fabric: rank 0's HOST[:PORT], as --coordinator (which wins). Read under a launcher \
+         that gives no host list (Open MPI, PMIx, Hydra).",
+    ),
+    (
+        "SLURM_PROCID, SLURM_STEP_NUM_TASKS, SLURM_NTASKS, SLURM_STEP_NODELIST",
+        "fabric under srun: the rank, the number of ranks (the step's, else the job's) and the \
+         hosts, whose first is the coordinator. Open MPI's OMPI_COMM_WORLD_RANK and \
+         OMPI_COMM_WORLD_SIZE, PMIx's PMIX_RANK and Hydra's PMI_RANK and PMI_SIZE give the rank \
+         and size under mpirun.",
+    ),
+];
 
 /// The other tools in SEE ALSO, on every page: (name, manual section).
 pub const SEE_ALSO: &[(&str, &str)] = &[

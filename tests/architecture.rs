@@ -12,29 +12,34 @@ use std::path::{Path, PathBuf};
 #[rustfmt::skip]
 const ABOVE_VERBS: &[&str] = &[
     "cli", "commands", "connect", "session", "perf", "pingpong", "report", "api", "inventory",
-    "manual",
+    "manual", "fabric",
 ];
 
 /// The vocabulary below the verbs core (`ib`) imports no other module.
 #[rustfmt::skip]
 const EVERY_OTHER_MODULE: &[&str] = &[
     "cli", "commands", "connect", "session", "perf", "pingpong", "report", "api", "inventory",
-    "manual", "verbs", "sysfs", "exit", "units", "stats", "cpu",
+    "manual", "verbs", "sysfs", "exit", "units", "stats", "cpu", "fabric",
 ];
 
 /// What the engines (`perf`, `pingpong`) may not import.
-const ABOVE_ENGINES: &[&str] = &["report", "cli", "commands", "session", "api"];
+const ABOVE_ENGINES: &[&str] = &["report", "cli", "commands", "session", "api", "fabric"];
 
 /// What the renderers may not import.
-const OFF_LIMITS_TO_RENDERERS: &[&str] = &["verbs", "commands", "session", "cli", "api"];
+const OFF_LIMITS_TO_RENDERERS: &[&str] = &["verbs", "commands", "session", "cli", "api", "fabric"];
 
 /// What QP establishment may not import.
 const ABOVE_CONNECT: &[&str] = &[
-    "cli", "report", "commands", "session", "api", "perf", "pingpong",
+    "cli", "report", "commands", "session", "api", "perf", "pingpong", "fabric",
 ];
 
 /// What the roles may not import: they are driven by the library API, which the commands call.
-const ABOVE_SESSION: &[&str] = &["cli", "commands", "api"];
+const ABOVE_SESSION: &[&str] = &["cli", "commands", "api", "fabric"];
+
+/// What the fabric run may not import: it drives pairs through the library API (whose options
+/// type, `session::SessionOptions`, it fills in) and reads counters; never the verbs core
+/// directly, and it knows nothing of flags.
+const BELOW_FABRIC: &[&str] = &["cli", "commands", "verbs"];
 
 /// The layers: (module, the modules it may not import, why).
 #[rustfmt::skip]
@@ -46,7 +51,8 @@ const RULES: &[(&str, &[&str], &str)] = &[
     ("pingpong", ABOVE_ENGINES, "engines measure; they neither parse flags nor print"),
     ("connect",  ABOVE_CONNECT, "QP set-up knows nothing of flags, sessions, engines or output"),
     ("session",  ABOVE_SESSION, "the roles know nothing of flags"),
-    ("api",      &["cli", "commands"], "the library API knows nothing of flags"),
+    ("api",      &["cli", "commands", "fabric"], "the library API knows nothing of flags"),
+    ("fabric",   BELOW_FABRIC,  "the fabric run drives pairs through the library API, not flags or verbs"),
 ];
 
 /// Edges that break a rule or close a cycle today and go in a restructuring under way:

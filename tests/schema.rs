@@ -7,7 +7,9 @@ mod common;
 fn every_subcommand_has_a_json_section() {
     let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/json.md"))
         .expect("docs/json.md");
-    for sub in ["devices", "ports", "pingpong", "bw", "lat", "write", "read"] {
+    for sub in [
+        "devices", "ports", "pingpong", "bw", "lat", "write", "read", "fabric",
+    ] {
         assert!(
             doc.contains(&format!("`rdmadiag {sub} --json`")),
             "docs/json.md has no section for {sub}"

@@ -1,6 +1,7 @@
 //! One module per subcommand: parse options, call the core, hand the result to a renderer.
 
 mod devices;
+mod fabric;
 pub mod perf;
 pub mod pingpong;
 mod ports;
@@ -24,6 +25,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Lat(args) => perf::run_lat(&args),
         Command::Write(args) => perf::run_xfer(&args, crate::perf::Op::Write),
         Command::Read(args) => perf::run_xfer(&args, crate::perf::Op::Read),
+        Command::Fabric(args) => fabric::run(&args),
     }
 }
 

@@ -3,6 +3,7 @@
 //! touches a device.
 
 pub mod counters;
+pub mod fabric;
 pub mod inventory;
 pub mod perf;
 pub mod pingpong;

@@ -284,6 +284,21 @@ pub fn run_server<T>(
     serve(stream, opts)
 }
 
+/// Run as the server for one client on a listener bound already (`rdmadiag fabric` binds its
+/// test port with port 0 before telling its peers), waiting up to the options' `wait`.
+pub fn run_server_on<T>(
+    l: &TcpListener,
+    opts: &SessionOptions,
+    serve: impl Fn(TcpStream, &SessionOptions) -> Result<T>,
+) -> Result<T> {
+    phase::enter(phase::LISTEN, None);
+    check_serving_port(opts)?;
+    l.set_nonblocking(true)
+        .context("making the test listener non-blocking")?;
+    let stream = accept(l, Some(opts.wait))?;
+    serve(stream, opts)
+}
+
 /// `--persist`: serve until Ctrl-C, whatever test each client asks for. Each connection gets
 /// its own thread for the greeting and request (so a silent peer only ties up itself); one
 /// test runs at a time, and a client arriving meanwhile is told the server is busy. Every

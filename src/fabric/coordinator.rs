@@ -1,0 +1,599 @@
+//! Rank 0's coordinator: the TCP rendezvous, one barrier per round, the gather of each pair's
+//! results, the retests of suspects and the verdict. Every wait has a deadline; a rank that
+//! does not join, dies or overruns a round is named and the run goes on without it.
+//!
+//! The wire: one JSON object per line each way. A rank sends `hello`, then one `done` per
+//! `round` it is sent (a round with no peer is its bye); the coordinator ends with `finish`
+//! (the run's exit code) or `abort` (a reason).
+
+use super::schedule::{Pair, Schedule, pack};
+use super::verdict::{self, Thresholds};
+use crate::report::fabric::{HostInfo, PairResult, SuspectNote, Suspects};
+use anyhow::{Context as _, Result, bail};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader, ErrorKind, Write};
+use std::net::{IpAddr, TcpListener, TcpStream};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// A rank's message to the coordinator.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "msg", rename_all = "snake_case")]
+pub enum ToCoordinator {
+    Hello(Hello),
+    Done { round: u32, side: PairSide },
+}
+
+/// What a rank tells at the rendezvous.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Hello {
+    pub rank: u32,
+    pub size: u32,
+    pub hostname: String,
+    pub device: String,
+    pub port: u8,
+    pub gid: String,
+    /// The address peers should use; None: the one its connection came from.
+    pub address: Option<String>,
+    /// The TCP port its test server listens on (bound with port 0).
+    pub test_port: u16,
+}
+
+/// The coordinator's message to a rank.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "msg", rename_all = "snake_case")]
+pub enum ToRank {
+    /// Run this round's test with `peer` (None: a bye); `first`: this rank is the pair's a.
+    Round {
+        round: u32,
+        peer: Option<Peer>,
+        first: bool,
+    },
+    Finish {
+        exit_code: u8,
+    },
+    Abort {
+        reason: String,
+    },
+}
+
+/// The other end of a rank's pair.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Peer {
+    pub rank: u32,
+    pub host: String,
+    pub address: String,
+    pub test_port: u16,
+}
+
+/// What one rank measured of its pair: as the client of the first bw test (a) or of the
+/// reverse one (b); the latency is a's.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PairSide {
+    pub bw_gbps: Option<f64>,
+    pub lat_us: Option<f64>,
+    pub error: Option<String>,
+    /// Error counters that rose on this rank's port over the pair's tests.
+    pub counters: BTreeMap<String, u64>,
+}
+
+/// Write one message as a line.
+pub fn send<T: Serialize>(stream: &mut TcpStream, msg: &T) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(msg).map_err(std::io::Error::other)?;
+    line.push(b'\n');
+    stream.write_all(&line)
+}
+
+/// How the coordinator runs.
+#[derive(Debug, Clone)]
+pub struct CoordinatorConfig {
+    pub size: u32,
+    pub schedule: Schedule,
+    pub allow_missing: bool,
+    /// How long the ranks have to join.
+    pub rendezvous_timeout: Duration,
+    /// How long every rank has to finish a round.
+    pub round_timeout: Duration,
+    pub thresholds: Thresholds,
+    /// Retest suspects once against hosts that passed.
+    pub retest: bool,
+}
+
+/// What rank 0 shows while the rounds run.
+pub trait Progress: Sync {
+    /// Before the first round: the plan.
+    fn plan(&self, _pairs: usize, _rounds: usize) {}
+    /// After each round (`done` of `total`, retests included once planned).
+    fn round_done(&self, _done: usize, _total: usize) {}
+}
+
+/// Shows nothing.
+pub struct Quiet;
+impl Progress for Quiet {}
+
+/// The run as the coordinator saw it.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub hosts: Vec<HostInfo>,
+    pub pairs: Vec<PairResult>,
+    pub rounds: u32,
+    pub medians: verdict::Medians,
+    pub suspects: Suspects,
+    pub notes: Vec<SuspectNote>,
+    /// Names of ranks missing at the end (host names, or "rank N" for one that never joined).
+    pub missing: Vec<String>,
+    pub missing_reasons: Vec<String>,
+    /// The run's exit code: 1 a rank went missing (without --allow-missing), 3 something is
+    /// flagged, 0 nothing.
+    pub exit_code: u8,
+}
+
+enum Event {
+    Msg(ToCoordinator),
+    Closed(String),
+}
+
+/// One rank's connection.
+struct Conn {
+    writer: TcpStream,
+    /// The coordinator's own address on this connection (what the rank dialled).
+    local: Option<IpAddr>,
+    peer: Option<IpAddr>,
+}
+
+/// Stack of each connection's reader thread: it only parses lines.
+const READER_STACK: usize = 128 * 1024;
+
+fn spawn_reader(id: usize, stream: TcpStream, tx: mpsc::Sender<(usize, Event)>) -> Result<()> {
+    std::thread::Builder::new()
+        .name(format!("fabric-conn-{id}"))
+        .stack_size(READER_STACK)
+        .spawn(move || {
+            let mut lines = BufReader::new(stream);
+            let mut line = String::new();
+            loop {
+                line.clear();
+                let ev = match lines.read_line(&mut line) {
+                    Ok(0) => Event::Closed("its connection closed".into()),
+                    Ok(_) => match serde_json::from_str::<ToCoordinator>(&line) {
+                        Ok(m) => Event::Msg(m),
+                        Err(e) => Event::Closed(format!("it sent something unreadable ({e})")),
+                    },
+                    Err(e) => Event::Closed(format!("its connection failed ({e})")),
+                };
+                let last = matches!(ev, Event::Closed(_));
+                if tx.send((id, ev)).is_err() || last {
+                    return;
+                }
+            }
+        })
+        .context("starting a connection's reader thread")?;
+    Ok(())
+}
+
+/// The coordinator's state across rounds.
+struct Run<'a> {
+    cfg: &'a CoordinatorConfig,
+    conns: Vec<Conn>,
+    rx: mpsc::Receiver<(usize, Event)>,
+    /// rank -> connection, while the rank is live.
+    live: BTreeMap<u32, usize>,
+    hosts: BTreeMap<u32, HostInfo>,
+    /// rank -> why it is missing.
+    gone: BTreeMap<u32, String>,
+}
+
+impl Run<'_> {
+    fn conn_rank(&self, id: usize) -> Option<u32> {
+        self.live.iter().find(|(_, c)| **c == id).map(|(r, _)| *r)
+    }
+
+    fn label(&self, rank: u32) -> String {
+        self.hosts
+            .get(&rank)
+            .map_or_else(|| format!("rank {rank}"), |h| h.host.clone())
+    }
+
+    fn lose(&mut self, rank: u32, why: String) {
+        if let Some(id) = self.live.remove(&rank) {
+            let _ = self.conns[id].writer.shutdown(std::net::Shutdown::Both);
+        }
+        self.gone.entry(rank).or_insert(why);
+    }
+
+    fn tell(&mut self, rank: u32, msg: &ToRank) {
+        let Some(&id) = self.live.get(&rank) else {
+            return;
+        };
+        if let Err(e) = send(&mut self.conns[id].writer, msg) {
+            let why = format!(
+                "rank {rank} ({}) could not be sent to: {e}",
+                self.label(rank)
+            );
+            self.lose(rank, why);
+        }
+    }
+
+    /// One round: tell every live rank its peer (or its bye), wait for all of them, merge.
+    fn round(&mut self, round: u32, pairs: &[Pair], retested: bool) -> Vec<PairResult> {
+        let mut results = Vec::new();
+        let mut peer_of: BTreeMap<u32, (u32, bool)> = BTreeMap::new();
+        for &(a, b) in pairs {
+            let dead: Vec<u32> = [a, b]
+                .into_iter()
+                .filter(|r| !self.live.contains_key(r))
+                .collect();
+            if dead.is_empty() {
+                peer_of.insert(a, (b, true));
+                peer_of.insert(b, (a, false));
+                continue;
+            }
+            let why: Vec<String> = dead
+                .iter()
+                .map(|r| format!("rank {r} ({}) is missing", self.label(*r)))
+                .collect();
+            results.push(self.merge(round, (a, b), None, None, retested, Some(why.join("; "))));
+        }
+        let ranks: Vec<u32> = self.live.keys().copied().collect();
+        for r in &ranks {
+            let msg = ToRank::Round {
+                round,
+                peer: peer_of.get(r).map(|(p, _)| {
+                    let h = &self.hosts[p];
+                    Peer {
+                        rank: *p,
+                        host: h.host.clone(),
+                        address: h.address.clone(),
+                        test_port: h.test_port,
+                    }
+                }),
+                first: peer_of.get(r).is_some_and(|(_, first)| *first),
+            };
+            self.tell(*r, &msg);
+        }
+        let deadline = Instant::now() + self.cfg.round_timeout;
+        let mut sides: BTreeMap<u32, PairSide> = BTreeMap::new();
+        while sides.len() < self.live.len() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let Ok((id, ev)) = self.rx.recv_timeout(left) else {
+                break;
+            };
+            let Some(rank) = self.conn_rank(id) else {
+                continue;
+            };
+            match ev {
+                Event::Msg(ToCoordinator::Done { round: r, side }) if r == round => {
+                    sides.insert(rank, side);
+                }
+                Event::Msg(_) => {}
+                Event::Closed(why) => {
+                    let msg = format!(
+                        "rank {rank} ({}) left in round {round}: {why}",
+                        self.label(rank)
+                    );
+                    self.lose(rank, msg);
+                }
+            }
+        }
+        let late: Vec<u32> = self
+            .live
+            .keys()
+            .copied()
+            .filter(|r| !sides.contains_key(r))
+            .collect();
+        for r in late {
+            let msg = format!(
+                "rank {r} ({}) did not finish round {round} within {}",
+                self.label(r),
+                humantime::format_duration(self.cfg.round_timeout)
+            );
+            self.lose(r, msg);
+        }
+        for &(a, b) in pairs {
+            if !peer_of.contains_key(&a) {
+                continue; // recorded above
+            }
+            let (sa, sb) = (sides.remove(&a), sides.remove(&b));
+            let why = [(a, &sa), (b, &sb)]
+                .iter()
+                .filter(|(_, s)| s.is_none())
+                .map(|(r, _)| {
+                    self.gone
+                        .get(r)
+                        .cloned()
+                        .unwrap_or_else(|| format!("rank {r} sent nothing"))
+                })
+                .collect::<Vec<_>>();
+            let why = (!why.is_empty()).then(|| why.join("; "));
+            results.push(self.merge(round, (a, b), sa, sb, retested, why));
+        }
+        results
+    }
+
+    fn merge(
+        &self,
+        round: u32,
+        (a, b): Pair,
+        sa: Option<PairSide>,
+        sb: Option<PairSide>,
+        retested: bool,
+        missing: Option<String>,
+    ) -> PairResult {
+        let (la, lb) = (self.label(a), self.label(b));
+        let mut errors: Vec<String> = missing.into_iter().collect();
+        let mut counters = BTreeMap::new();
+        for (l, s) in [(&la, &sa), (&lb, &sb)] {
+            if let Some(s) = s {
+                if let Some(e) = &s.error {
+                    errors.push(format!("{l}: {e}"));
+                }
+                counters.insert(l.clone(), s.counters.clone());
+            }
+        }
+        counters.retain(|_, m: &mut BTreeMap<String, u64>| !m.is_empty());
+        PairResult {
+            a: la,
+            b: lb,
+            a_rank: a,
+            b_rank: b,
+            round,
+            bw_gbps: sa.as_ref().and_then(|s| s.bw_gbps),
+            bw_gbps_reverse: sb.as_ref().and_then(|s| s.bw_gbps),
+            lat_us: sa.as_ref().and_then(|s| s.lat_us),
+            counters,
+            error: (!errors.is_empty()).then(|| errors.join("; ")),
+            flagged: false,
+            reason: None,
+            retested,
+        }
+    }
+}
+
+/// The names ranks go by in the report: the hostname, or `hostname/rank` for ranks sharing one.
+pub fn labels(hostnames: &[(u32, String)]) -> BTreeMap<u32, String> {
+    let mut count: BTreeMap<&str, usize> = BTreeMap::new();
+    for (_, h) in hostnames {
+        *count.entry(h).or_default() += 1;
+    }
+    hostnames
+        .iter()
+        .map(|(r, h)| {
+            let l = if count[h.as_str()] > 1 {
+                format!("{h}/{r}")
+            } else {
+                h.clone()
+            };
+            (*r, l)
+        })
+        .collect()
+}
+
+/// Run the coordinator on `listener` until the verdict; every rank (rank 0 included) connects
+/// to it. Fails when ranks are missing at the rendezvous without `allow_missing`.
+pub fn coordinate(
+    listener: TcpListener,
+    cfg: &CoordinatorConfig,
+    progress: &dyn Progress,
+) -> Result<Outcome> {
+    listener
+        .set_nonblocking(true)
+        .context("making the coordinator's listener non-blocking")?;
+    let (tx, rx) = mpsc::channel();
+    let mut run = Run {
+        cfg,
+        conns: Vec::new(),
+        rx,
+        live: BTreeMap::new(),
+        hosts: BTreeMap::new(),
+        gone: BTreeMap::new(),
+    };
+    let mut hellos: BTreeMap<u32, Hello> = BTreeMap::new();
+    let mut bound: BTreeMap<u32, usize> = BTreeMap::new();
+    let deadline = Instant::now() + cfg.rendezvous_timeout;
+    while (hellos.len() as u32) < cfg.size && Instant::now() < deadline {
+        loop {
+            match listener.accept() {
+                Ok((s, _)) => {
+                    s.set_nonblocking(false)?;
+                    let _ = s.set_nodelay(true);
+                    let _ = s.set_write_timeout(Some(Duration::from_secs(10)));
+                    let id = run.conns.len();
+                    spawn_reader(id, s.try_clone()?, tx.clone())?;
+                    run.conns.push(Conn {
+                        local: s.local_addr().ok().map(|a| a.ip()),
+                        peer: s.peer_addr().ok().map(|a| a.ip()),
+                        writer: s,
+                    });
+                }
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {
+                    break;
+                }
+                Err(e) => bail!("the coordinator's listener failed: {e}"),
+            }
+        }
+        while let Ok((id, ev)) = run.rx.recv_timeout(Duration::from_millis(5)) {
+            let Event::Msg(ToCoordinator::Hello(h)) = ev else {
+                if let Some(r) = bound.iter().find(|(_, c)| **c == id).map(|(r, _)| *r) {
+                    bound.remove(&r);
+                    hellos.remove(&r);
+                }
+                continue;
+            };
+            let refuse = if h.size != cfg.size {
+                Some(format!(
+                    "rank {} says the run has {} ranks, rank 0 says {}",
+                    h.rank, h.size, cfg.size
+                ))
+            } else if h.rank >= cfg.size {
+                Some(format!(
+                    "rank {} is beyond the {} ranks of the run",
+                    h.rank, cfg.size
+                ))
+            } else if hellos.contains_key(&h.rank) {
+                Some(format!("two processes claim rank {}", h.rank))
+            } else {
+                None
+            };
+            if let Some(reason) = refuse {
+                let _ = send(&mut run.conns[id].writer, &ToRank::Abort { reason });
+                continue;
+            }
+            bound.insert(h.rank, id);
+            hellos.insert(h.rank, h);
+        }
+    }
+    // A rank on the coordinator's own host that dialled a loopback name gets the address the
+    // other hosts reached the coordinator on.
+    let outside = bound
+        .values()
+        .filter_map(|&id| run.conns[id].local)
+        .find(|ip| !ip.is_loopback());
+    let names: Vec<(u32, String)> = hellos
+        .iter()
+        .map(|(r, h)| (*r, h.hostname.clone()))
+        .collect();
+    let labels = labels(&names);
+    for (r, h) in &hellos {
+        let id = bound[r];
+        let seen = run.conns[id].peer;
+        let address = match (&h.address, seen) {
+            (Some(a), _) => a.clone(),
+            (None, Some(ip)) if ip.is_loopback() && outside.is_some() => {
+                outside.unwrap().to_string()
+            }
+            (None, Some(ip)) => ip.to_string(),
+            (None, None) => h.hostname.clone(),
+        };
+        run.hosts.insert(
+            *r,
+            HostInfo {
+                rank: *r,
+                host: labels[r].clone(),
+                hostname: h.hostname.clone(),
+                device: h.device.clone(),
+                port: h.port,
+                gid: h.gid.clone(),
+                address,
+                test_port: h.test_port,
+            },
+        );
+        run.live.insert(*r, id);
+    }
+    let absent: Vec<u32> = (0..cfg.size).filter(|r| !hellos.contains_key(r)).collect();
+    for r in &absent {
+        run.gone.insert(
+            *r,
+            format!(
+                "rank {r} did not join within {}",
+                humantime::format_duration(cfg.rendezvous_timeout)
+            ),
+        );
+    }
+    if !absent.is_empty() && (!cfg.allow_missing || run.live.len() < 2) {
+        let list: Vec<String> = absent.iter().map(u32::to_string).collect();
+        let reason = format!(
+            "{} of {} ranks missing at the rendezvous after {} (rank {}){}",
+            absent.len(),
+            cfg.size,
+            humantime::format_duration(cfg.rendezvous_timeout),
+            list.join(", "),
+            if cfg.allow_missing {
+                ": fewer than 2 ranks joined"
+            } else {
+                ": start them, or pass --allow-missing to test without them"
+            }
+        );
+        for r in run.live.keys().copied().collect::<Vec<_>>() {
+            run.tell(
+                r,
+                &ToRank::Abort {
+                    reason: reason.clone(),
+                },
+            );
+        }
+        bail!(reason);
+    }
+
+    let total = cfg.schedule.rounds();
+    progress.plan(cfg.schedule.pairs(), total);
+    let mut pairs = Vec::new();
+    for r in 0..total {
+        pairs.extend(run.round(r as u32 + 1, &cfg.schedule.round(r), false));
+        progress.round_done(r + 1, total);
+    }
+
+    let medians = verdict::medians(&pairs);
+    verdict::flag(&mut pairs, &medians, &cfg.thresholds);
+    let missing_names: BTreeSet<String> = run.gone.keys().map(|r| run.label(*r)).collect();
+    let suspects = verdict::classify(&pairs, &missing_names);
+    let mut rounds = total as u32;
+    let mut retest_results: Vec<PairResult> = Vec::new();
+    let planned: Vec<Option<Pair>> = if cfg.retest && !suspects.is_empty() {
+        let ranks: Vec<(u32, String)> = run
+            .hosts
+            .iter()
+            .map(|(r, h)| (*r, h.host.clone()))
+            .collect();
+        verdict::retest_pairs(&suspects, &ranks, &missing_names)
+    } else {
+        vec![None; suspects.len()]
+    };
+    let unique: Vec<Pair> = planned
+        .iter()
+        .flatten()
+        .copied()
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let retest_rounds = pack(cfg.size, unique);
+    for (i, rp) in retest_rounds.iter().enumerate() {
+        rounds += 1;
+        retest_results.extend(run.round(rounds, rp, true));
+        progress.round_done(total + i + 1, total + retest_rounds.len());
+    }
+    verdict::flag(&mut retest_results, &medians, &cfg.thresholds);
+    let retests: Vec<Option<&PairResult>> = planned
+        .iter()
+        .map(|p| {
+            p.and_then(|(a, b)| {
+                retest_results
+                    .iter()
+                    .find(|r| r.a_rank == a && r.b_rank == b)
+            })
+        })
+        .collect();
+    let (final_suspects, notes) = verdict::conclude(&suspects, &retests);
+    pairs.extend(retest_results);
+
+    let missing: Vec<String> = run.gone.keys().map(|r| run.label(*r)).collect();
+    let missing_reasons: Vec<String> = run.gone.values().cloned().collect();
+    let flagged = !final_suspects.is_empty()
+        || pairs
+            .iter()
+            .any(|p| p.flagged && !p.retested && p.error.is_some());
+    let exit_code = if !missing.is_empty() && !cfg.allow_missing {
+        crate::exit::FAILURE
+    } else if flagged || !missing.is_empty() {
+        crate::exit::THRESHOLD
+    } else {
+        crate::exit::OK
+    };
+    for r in run.live.keys().copied().collect::<Vec<_>>() {
+        run.tell(r, &ToRank::Finish { exit_code });
+    }
+    for c in &run.conns {
+        let _ = c.writer.shutdown(std::net::Shutdown::Write);
+    }
+    Ok(Outcome {
+        hosts: run.hosts.into_values().collect(),
+        pairs,
+        rounds,
+        medians,
+        suspects: final_suspects,
+        notes,
+        missing,
+        missing_reasons,
+        exit_code,
+    })
+}

@@ -1,0 +1,434 @@
+//! The fabric coordinator on loopback TCP with simulated ranks (threads) and a stub pair
+//! runner: rendezvous, every round's barrier, the gather, a rank that dies or overruns, ranks
+//! that never join, and the scale of a large run.
+//!
+//! `RDMADIAG_FABRIC_SIM_RANKS=512 cargo test --test fabric scale -- --nocapture` runs the scale
+//! case with 512 ranks (bench/fabric-coordinator.sh does); by default it runs 64.
+
+use rdmadiag::fabric::coordinator::{
+    CoordinatorConfig, Hello, Outcome, PairSide, Quiet, ToCoordinator, ToRank, coordinate, send,
+};
+use rdmadiag::fabric::rank::{Identity, PairRunner, PairTest, RankConfig, run_rank};
+use rdmadiag::fabric::schedule::{Pattern, Schedule};
+use rdmadiag::fabric::verdict::Thresholds;
+use std::io::{BufRead, BufReader};
+use std::net::{TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+/// Measures nothing: bandwidth from a rule over the two ranks, a fixed latency, optionally a
+/// stall in one round.
+struct Stub {
+    rank: u32,
+    bw: fn(u32, u32) -> f64,
+    stall: Option<(u32, Duration)>,
+}
+
+impl PairRunner for Stub {
+    fn identity(&self) -> anyhow::Result<Identity> {
+        Ok(Identity {
+            device: "stub0".into(),
+            port: 1,
+            gid: format!("::ffff:127.0.0.{}", self.rank % 250 + 1),
+        })
+    }
+
+    fn run(&self, t: &PairTest) -> PairSide {
+        if let Some((round, d)) = self.stall
+            && round == t.round
+        {
+            std::thread::sleep(d);
+        }
+        let (a, b) = if t.first {
+            (self.rank, t.peer.rank)
+        } else {
+            (t.peer.rank, self.rank)
+        };
+        PairSide {
+            bw_gbps: Some((self.bw)(a, b)),
+            lat_us: t.first.then_some(5.0),
+            ..Default::default()
+        }
+    }
+}
+
+fn even(_: u32, _: u32) -> f64 {
+    10.0
+}
+
+struct Sim {
+    outcome: anyhow::Result<Outcome>,
+    codes: Vec<anyhow::Result<u8>>,
+    elapsed: Duration,
+}
+
+fn config(size: u32, round_timeout: Duration) -> CoordinatorConfig {
+    CoordinatorConfig {
+        size,
+        schedule: Schedule::new(Pattern::AllPairs, size, 0),
+        allow_missing: false,
+        rendezvous_timeout: Duration::from_secs(30),
+        round_timeout,
+        thresholds: Thresholds::default(),
+        retest: true,
+    }
+}
+
+/// Run the coordinator and `started` of its ranks as threads.
+fn simulate(cfg: CoordinatorConfig, started: u32, stub: impl Fn(u32) -> Stub) -> Sim {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let start = Instant::now();
+    let size = cfg.size;
+    let wait = cfg.round_timeout + Duration::from_secs(30);
+    let coordinator = std::thread::spawn(move || coordinate(listener, &cfg, &Quiet));
+    let ranks: Vec<_> = (0..started)
+        .map(|rank| {
+            let runner = stub(rank);
+            std::thread::Builder::new()
+                .stack_size(256 * 1024)
+                .spawn(move || {
+                    let cfg = RankConfig {
+                        rank,
+                        size,
+                        hostname: format!("sim{rank}"),
+                        coordinator: ("127.0.0.1".into(), port),
+                        connect_timeout: Duration::from_secs(30),
+                        wait_timeout: wait,
+                    };
+                    let test_port = TcpListener::bind("127.0.0.1:0").unwrap();
+                    run_rank(&cfg, &runner, &test_port, &|_| {})
+                })
+                .unwrap()
+        })
+        .collect();
+    let codes = ranks.into_iter().map(|t| t.join().unwrap()).collect();
+    let outcome = coordinator.join().unwrap();
+    Sim {
+        outcome,
+        codes,
+        elapsed: start.elapsed(),
+    }
+}
+
+/// A figure from /proc/self/status, in KiB.
+fn status_kib(key: &str) -> u64 {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap();
+    s.lines()
+        .find_map(|l| l.strip_prefix(key))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {key} in /proc/self/status"))
+}
+
+#[test]
+fn four_ranks_test_six_pairs_and_agree_on_the_exit_code() {
+    let sim = simulate(config(4, Duration::from_secs(20)), 4, |rank| Stub {
+        rank,
+        bw: even,
+        stall: None,
+    });
+    let o = sim.outcome.unwrap();
+    assert_eq!(o.pairs.len(), 6);
+    assert_eq!(o.rounds, 3);
+    assert!(
+        o.pairs
+            .iter()
+            .all(|p| !p.flagged && p.bw_gbps == Some(10.0) && p.lat_us == Some(5.0))
+    );
+    assert!(o.suspects.is_empty() && o.missing.is_empty());
+    assert_eq!(o.exit_code, 0);
+    assert!(
+        sim.codes.iter().all(|c| matches!(c, Ok(0))),
+        "{:?}",
+        sim.codes
+            .iter()
+            .map(|c| c.as_ref().map_err(|e| e.to_string()))
+            .collect::<Vec<_>>()
+    );
+    let names: Vec<&str> = o.hosts.iter().map(|h| h.host.as_str()).collect();
+    assert_eq!(names, ["sim0", "sim1", "sim2", "sim3"]);
+}
+
+#[test]
+fn a_slow_host_is_found_retested_and_confirmed() {
+    fn slow_two(a: u32, b: u32) -> f64 {
+        if a == 2 || b == 2 { 1.0 } else { 10.0 }
+    }
+    let sim = simulate(config(5, Duration::from_secs(20)), 5, |rank| Stub {
+        rank,
+        bw: slow_two,
+        stall: None,
+    });
+    let o = sim.outcome.unwrap();
+    assert_eq!(o.suspects.hosts, ["sim2"]);
+    assert!(o.suspects.links.is_empty());
+    let retests: Vec<_> = o.pairs.iter().filter(|p| p.retested).collect();
+    assert_eq!(retests.len(), 1);
+    assert!(retests[0].has("sim2") && retests[0].flagged);
+    assert!(o.notes[0].confirmed);
+    assert_eq!(o.exit_code, 3);
+    assert!(sim.codes.iter().all(|c| matches!(c, Ok(3))));
+}
+
+#[test]
+fn a_rank_that_overruns_a_round_is_named_and_the_run_goes_on() {
+    let stall = Duration::from_secs(4);
+    let sim = simulate(config(4, Duration::from_secs(1)), 4, |rank| Stub {
+        rank,
+        bw: even,
+        stall: (rank == 3).then_some((1, stall)),
+    });
+    let o = sim.outcome.unwrap();
+    assert_eq!(o.missing, ["sim3"]);
+    assert!(
+        o.missing_reasons[0].contains("did not finish round 1 within 1s"),
+        "{:?}",
+        o.missing_reasons
+    );
+    assert_eq!(
+        o.pairs.iter().filter(|p| !p.retested).count(),
+        6,
+        "every pair is accounted for"
+    );
+    let with3: Vec<_> = o.pairs.iter().filter(|p| p.has("sim3")).collect();
+    assert!(
+        with3
+            .iter()
+            .all(|p| p.flagged && p.error.as_deref().unwrap().contains("rank 3 (sim3)"))
+    );
+    assert!(
+        o.pairs
+            .iter()
+            .filter(|p| !p.has("sim3"))
+            .all(|p| !p.flagged)
+    );
+    assert!(o.suspects.is_empty(), "the missing rank explains its pairs");
+    assert_eq!(
+        o.exit_code, 1,
+        "missing without --allow-missing: the run failed"
+    );
+    assert!(sim.elapsed < Duration::from_secs(20), "{:?}", sim.elapsed);
+}
+
+#[test]
+fn a_rank_that_dies_after_the_rendezvous_is_named_at_once() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let cfg = config(3, Duration::from_secs(60));
+    let coordinator = std::thread::spawn(move || coordinate(listener, &cfg, &Quiet));
+    let ranks: Vec<_> = (0..2)
+        .map(|rank| {
+            std::thread::spawn(move || {
+                let cfg = RankConfig {
+                    rank,
+                    size: 3,
+                    hostname: "same".into(),
+                    coordinator: ("127.0.0.1".into(), port),
+                    connect_timeout: Duration::from_secs(30),
+                    wait_timeout: Duration::from_secs(90),
+                };
+                let l = TcpListener::bind("127.0.0.1:0").unwrap();
+                run_rank(
+                    &cfg,
+                    &Stub {
+                        rank,
+                        bw: even,
+                        stall: None,
+                    },
+                    &l,
+                    &|_| {},
+                )
+            })
+        })
+        .collect();
+    // Rank 2 joins by hand, reads its first round and goes away.
+    let start = Instant::now();
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let hello = ToCoordinator::Hello(Hello {
+        rank: 2,
+        size: 3,
+        hostname: "same".into(),
+        device: "stub0".into(),
+        port: 1,
+        gid: "::1".into(),
+        address: None,
+        test_port: 9,
+    });
+    send(&mut s, &hello).unwrap();
+    let mut line = String::new();
+    BufReader::new(s.try_clone().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(matches!(
+        serde_json::from_str(&line).unwrap(),
+        ToRank::Round { round: 1, .. }
+    ));
+    drop(s);
+    let o = coordinator.join().unwrap().unwrap();
+    for r in ranks {
+        assert_eq!(r.join().unwrap().unwrap(), 1);
+    }
+    assert!(
+        start.elapsed() < Duration::from_secs(30),
+        "not held to the 60 s round deadline"
+    );
+    assert_eq!(
+        o.missing,
+        ["same/2"],
+        "ranks sharing a hostname are told apart"
+    );
+    assert!(
+        o.missing_reasons[0].contains("left in round 1"),
+        "{:?}",
+        o.missing_reasons
+    );
+    let names: Vec<&str> = o.hosts.iter().map(|h| h.host.as_str()).collect();
+    assert_eq!(names, ["same/0", "same/1", "same/2"]);
+    assert_eq!(o.pairs.len(), 3);
+    assert!(
+        o.pairs
+            .iter()
+            .any(|p| p.a == "same/0" && p.b == "same/1" && !p.flagged)
+    );
+}
+
+#[test]
+fn ranks_missing_at_the_rendezvous_fail_the_run_unless_allowed() {
+    let mut cfg = config(4, Duration::from_secs(10));
+    cfg.rendezvous_timeout = Duration::from_secs(2);
+    let sim = simulate(cfg.clone(), 3, |rank| Stub {
+        rank,
+        bw: even,
+        stall: None,
+    });
+    let e = format!("{:#}", sim.outcome.unwrap_err());
+    assert!(
+        e.contains("1 of 4 ranks missing") && e.contains("rank 3") && e.contains("--allow-missing"),
+        "{e}"
+    );
+    for c in sim.codes {
+        let e = format!("{:#}", c.unwrap_err());
+        assert!(e.contains("ended the run"), "{e}");
+    }
+    cfg.allow_missing = true;
+    let sim = simulate(cfg, 3, |rank| Stub {
+        rank,
+        bw: even,
+        stall: None,
+    });
+    let o = sim.outcome.unwrap();
+    assert_eq!(o.missing, ["rank 3"]);
+    assert_eq!(o.pairs.iter().filter(|p| p.error.is_none()).count(), 3);
+    assert_eq!(
+        o.exit_code, 3,
+        "a missing rank with --allow-missing is flagged"
+    );
+}
+
+#[test]
+fn scale_many_ranks_within_bounded_time_and_memory() {
+    let n: u32 = std::env::var("RDMADIAG_FABRIC_SIM_RANKS")
+        .ok()
+        .map(|v| v.parse().expect("RDMADIAG_FABRIC_SIM_RANKS is a number"))
+        .unwrap_or(64);
+    let rss_before = status_kib("VmRSS:");
+    let sim = simulate(config(n, Duration::from_secs(120)), n, |rank| Stub {
+        rank,
+        bw: even,
+        stall: None,
+    });
+    let o = sim.outcome.unwrap();
+    let hwm = status_kib("VmHWM:");
+    let pairs = (n * (n - 1) / 2) as usize;
+    println!(
+        "fabric simulation: {n} ranks, {} rounds, {pairs} pairs in {:.2} s; RSS {} MiB before, peak {} MiB",
+        o.rounds,
+        sim.elapsed.as_secs_f64(),
+        rss_before / 1024,
+        hwm / 1024
+    );
+    assert_eq!(o.pairs.len(), pairs);
+    assert_eq!(o.rounds, n - 1 + n % 2);
+    assert!(o.missing.is_empty() && o.suspects.is_empty());
+    assert!(sim.codes.iter().all(|c| matches!(c, Ok(0))));
+    // Generous: a debug build on two shared cores.
+    assert!(sim.elapsed < Duration::from_secs(300), "{:?}", sim.elapsed);
+    assert!(hwm < 2 * 1024 * 1024, "peak RSS {hwm} KiB");
+}
+
+/// The fabric report of a run with a suspect, a retest and a missing rank: every key is in
+/// docs/json.md (tests/lab/fabric.rs checks a real run's too).
+#[test]
+fn every_key_of_the_fabric_report_is_documented() {
+    fn slow_one(a: u32, b: u32) -> f64 {
+        if a == 1 || b == 1 { 1.0 } else { 10.0 }
+    }
+    let mut cfg = config(5, Duration::from_secs(20));
+    cfg.rendezvous_timeout = Duration::from_secs(3);
+    cfg.allow_missing = true;
+    let sim = simulate(cfg, 4, |rank| Stub {
+        rank,
+        bw: slow_one,
+        stall: None,
+    });
+    let o = sim.outcome.unwrap();
+    assert!(!o.missing.is_empty() && !o.suspects.is_empty() && !o.notes.is_empty());
+    let settings = rdmadiag::report::fabric::FabricSettings {
+        pattern: "all-pairs".into(),
+        tests: vec!["bw".into(), "lat".into()],
+        bw_size: 65536,
+        bw_iterations: 100,
+        lat_size: 2,
+        lat_iterations: 100,
+        min_bw_ratio: 0.8,
+        max_lat_ratio: 1.5,
+        expect_bw_gbps: Some(1.0),
+        expect_lat_us: None,
+        timeout_s: 30.0,
+    };
+    let r = rdmadiag::fabric::report(o, settings, Duration::from_secs(1));
+    let v = serde_json::to_value(&r).unwrap();
+    let documented: std::collections::BTreeSet<String> = {
+        let doc =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/json.md")).unwrap();
+        doc.split('`')
+            .skip(1)
+            .step_by(2)
+            .map(|s| s.trim().to_string())
+            .collect()
+    };
+    let mut keys = std::collections::BTreeSet::new();
+    fn walk(v: &serde_json::Value, out: &mut std::collections::BTreeSet<String>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, c) in m {
+                    out.insert(k.clone());
+                    if k != "counters" {
+                        walk(c, out);
+                    }
+                }
+            }
+            serde_json::Value::Array(a) => a.iter().for_each(|c| walk(c, out)),
+            _ => {}
+        }
+    }
+    walk(&v, &mut keys);
+    let missing: Vec<&String> = keys.difference(&documented).collect();
+    assert!(
+        missing.is_empty(),
+        "undocumented in docs/json.md: {missing:?}"
+    );
+    for contract in [
+        "hosts",
+        "pairs",
+        "suspects",
+        "missing",
+        "bw_gbps",
+        "bw_gbps_reverse",
+        "lat_us",
+        "retested",
+        "reason",
+        "flagged",
+    ] {
+        assert!(keys.contains(contract), "{contract} not in the report");
+    }
+}
