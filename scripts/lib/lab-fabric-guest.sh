@@ -34,6 +34,8 @@ mount -t tmpfs -o mode=755 tmpfs /run
 mkdir -p /dev/pts /dev/shm
 mount -t devpts devpts /dev/pts
 mount -t tmpfs tmpfs /dev/shm
+# The guest's devtmpfs lacks what udev would add: bash's <(...) and many tools need /dev/fd.
+[[ -e /dev/fd ]] || ln -s /proc/self/fd /dev/fd
 hostname "$me"
 echo "$lab_run/bin/modprobe" >/proc/sys/kernel/modprobe
 

@@ -515,7 +515,7 @@ fn d_a_rank_killed_mid_run_is_named_and_nothing_hangs() {
         "a dead rank must make rank 0 exit non-zero (1 or 3), got {rc0:?}\n{summary}stderr: {}",
         run.rank0().stderr
     );
-    // fab4 is named: in "missing", or in the reason of a failed pair of its.
+    // fab4 is named: in "missing", or in the reason or error of a failed pair of its.
     let missing: Vec<&str> = v["missing"]
         .as_array()
         .unwrap_or_else(|| panic!("no missing array: {v}"))
@@ -525,7 +525,9 @@ fn d_a_rank_killed_mid_run_is_named_and_nothing_hangs() {
     let named_in_pairs = v["pairs"].as_array().is_some_and(|ps| {
         ps.iter().any(|p| {
             (p["a"] == "fab4" || p["b"] == "fab4")
-                && p["reason"].as_str().is_some_and(|r| r.contains("fab4"))
+                && ["reason", "error"]
+                    .iter()
+                    .any(|k| p[*k].as_str().is_some_and(|r| r.contains("fab4")))
         })
     });
     assert!(
