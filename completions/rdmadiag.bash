@@ -307,7 +307,7 @@ _rdmadiag() {
             return 0
             ;;
         rdmadiag__subcmd__fabric)
-            opts="-s -n -i -x -v -d -h -V --hosts --coordinator --pattern --tests --size --iters --ib-port --gid-index --seed --min-bw-ratio --max-lat-ratio --expect-bw --expect-lat --allow-missing --no-retest --timeout --csv --prometheus --verbose --json --device --help --version"
+            opts="-s -n -i -x -v -d -h -V --hosts --coordinator --pattern --tests --size --iters --ib-port --gid-index --seed --min-bw-ratio --max-lat-ratio --expect-bw --expect-lat --no-counter-check --allow-missing --no-retest --timeout --csv --prometheus --verbose --json --device --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

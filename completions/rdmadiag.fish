@@ -225,6 +225,7 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l timeout -d 
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l csv -d 'Write one CSV row per pair to FILE (rank 0)' -r -F
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l prometheus -d 'Write Prometheus metrics to FILE, atomically (for node_exporter\'s textfile collector)' -r -F
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -s d -l device -d 'Use this RDMA device (default: the first with an active port)' -r -f -a "(__fish_rdmadiag_devices)"
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l no-counter-check -d 'Do not flag a pair because its error counters rose (they are still read and reported): for a fabric whose links retransmit as a matter of course, such as Soft-RoCE under load'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l allow-missing -d 'Go on without ranks missing at the rendezvous (they are named, and the run exits 3)'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l no-retest -d 'Do not retest suspects against hosts that passed'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -s v -l verbose -d 'Other ranks print a line per round on stderr; rank 0 adds status lines'

@@ -120,6 +120,11 @@ pub struct FabricArgs {
           help_heading = "Thresholds")]
     pub expect_lat: Option<Duration>,
 
+    /// Do not flag a pair because its error counters rose (they are still read and reported):
+    /// for a fabric whose links retransmit as a matter of course, such as Soft-RoCE under load.
+    #[arg(long, help_heading = "Thresholds")]
+    pub no_counter_check: bool,
+
     /// Go on without ranks missing at the rendezvous (they are named, and the run exits 3).
     #[arg(long, help_heading = "Launch")]
     pub allow_missing: bool,

@@ -70,6 +70,7 @@ pub fn run(args: &FabricArgs) -> Result<u8> {
             max_lat_ratio: args.max_lat_ratio,
             expect_bw_gbps: args.expect_bw.map(|bps| bps / 1e9),
             expect_lat_us: args.expect_lat.map(|d| d.as_secs_f64() * 1e6),
+            counters: !args.no_counter_check,
         },
         allow_missing: args.allow_missing,
         retest: !args.no_retest,
@@ -149,6 +150,7 @@ fn fabric_settings(args: &FabricArgs, s: &PairSettings, pattern: Pattern) -> Fab
         expect_bw_gbps: args.expect_bw.map(|b| b / 1e9),
         expect_lat_us: args.expect_lat.map(|d| d.as_secs_f64() * 1e6),
         timeout_s: args.timeout.as_secs_f64(),
+        counter_check: !args.no_counter_check,
     }
 }
 

@@ -23,6 +23,8 @@ pub struct Thresholds {
     pub max_lat_ratio: f64,
     pub expect_bw_gbps: Option<f64>,
     pub expect_lat_us: Option<f64>,
+    /// Flag a pair whose error counters rose (off: still reported, not judged).
+    pub counters: bool,
 }
 
 impl Default for Thresholds {
@@ -32,6 +34,7 @@ impl Default for Thresholds {
             max_lat_ratio: 1.5,
             expect_bw_gbps: None,
             expect_lat_us: None,
+            counters: true,
         }
     }
 }
@@ -109,7 +112,7 @@ pub fn flag(pairs: &mut [PairResult], m: &Medians, t: &Thresholds) {
             .iter()
             .flat_map(|(host, m)| m.iter().map(move |(c, d)| format!("{host} {c} +{d}")))
             .collect();
-        if !rose.is_empty() {
+        if t.counters && !rose.is_empty() {
             why.push(format!("error counters rose: {}", rose.join(", ")));
         }
         p.flagged = !why.is_empty();
@@ -483,6 +486,13 @@ mod tests {
         let m = medians(&p);
         flag(&mut p, &m, &t);
         assert!(p.iter().all(|p| p.flagged), "every latency is above 1 us");
+        let t = Thresholds {
+            counters: false,
+            ..Thresholds::default()
+        };
+        let m = medians(&p);
+        flag(&mut p, &m, &t);
+        assert!(!p[4].flagged, "counters reported, not judged");
     }
 
     #[test]

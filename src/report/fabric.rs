@@ -113,6 +113,8 @@ pub struct FabricSettings {
     pub expect_bw_gbps: Option<f64>,
     pub expect_lat_us: Option<f64>,
     pub timeout_s: f64,
+    /// Pairs whose error counters rose are flagged (off with --no-counter-check).
+    pub counter_check: bool,
 }
 
 /// A whole fabric run, as rank 0 reports it.
@@ -472,6 +474,7 @@ mod tests {
                 expect_bw_gbps: None,
                 expect_lat_us: None,
                 timeout_s: 30.0,
+                counter_check: true,
             },
             rounds: 3,
             duration_s: 1.0,

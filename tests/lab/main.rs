@@ -8,6 +8,7 @@ mod api;
 mod cm;
 mod conventions;
 mod counters;
+mod fabric;
 mod faults;
 mod inventory;
 mod perf;
