@@ -51,7 +51,8 @@ CONF
     echo "CgroupPlugin=cgroup/v1" >"$run/slurm/cgroup.conf"
 }
 
-# fabric_network: the run's network namespace with bridge br0 and one tap per guest on it.
+# fabric_network: the run's network namespace with bridge br0 and one tap per guest on it (MTU 9000 on
+# the host side, so a guest may raise its eth0 to jumbo frames; the guests start at 1500).
 fabric_network() {
     local ns i
     # We hold the lab lock, so any rdmadiag-lab-* namespace left is from a run that was killed.
@@ -67,7 +68,7 @@ fabric_network() {
     for ((i = 1; i <= hosts; i++)); do
         ip -n "$fabric_netns" tuntap add "tap$i" mode tap &&
             ip -n "$fabric_netns" link set "tap$i" master br0 &&
-            ip -n "$fabric_netns" link set "tap$i" up ||
+            ip -n "$fabric_netns" link set "tap$i" mtu 9000 up ||
             die "cannot add tap$i to br0 in $fabric_netns"
     done
 }

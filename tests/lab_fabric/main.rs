@@ -20,8 +20,17 @@ const HOSTS: [&str; 4] = ["fab1", "fab2", "fab3", "fab4"];
 /// Small, quick pair tests: 64 KiB messages, few of them.
 const SIZES: [&str; 6] = ["--tests", "bw,lat", "-s", "64K", "-n", "64"];
 /// Loose verdict thresholds: unimpaired pairs under TCG differ by tens of percent, an impaired one
-/// by 5x and more.
-const THRESHOLDS: [&str; 4] = ["--min-bw-ratio", "0.5", "--max-lat-ratio", "3"];
+/// by 5x and more. No counter check: measured in this lab, rxe0 under TCG retransmits in every
+/// pair, impaired or not (completer_retry_err and duplicate_request +1..+8 per healthy pair: 4
+/// single-vCPU guests on 2 host cores miss the QPs' 67 ms ACK timeout now and then), so every pair
+/// would be flagged and every host a suspect. The counters are still read and reported.
+const THRESHOLDS: [&str; 5] = [
+    "--min-bw-ratio",
+    "0.5",
+    "--max-lat-ratio",
+    "3",
+    "--no-counter-check",
+];
 /// The most a whole `srun` of the fabric may take before the test calls it a hang.
 const RUN_DEADLINE: Duration = Duration::from_secs(240);
 
@@ -71,25 +80,29 @@ fn impair(args: &[&str]) {
 }
 
 /// An impairment for the life of a test: cleared when made (a previous test may have died with
-/// one in place) and when dropped, even by a failing assertion.
-struct Impaired;
+/// one in place) and, when one was set, when dropped, even by a failing assertion.
+struct Impaired {
+    set: bool,
+}
 
 impl Impaired {
     fn new(args: &[&str]) -> Impaired {
         impair(&["clear"]);
         impair(args);
-        Impaired
+        Impaired { set: true }
     }
     fn none() -> Impaired {
         impair(&["clear"]);
-        Impaired
+        Impaired { set: false }
     }
 }
 
 impl Drop for Impaired {
     fn drop(&mut self) {
-        let tool = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/lib/lab-impair");
-        let _ = Command::new(tool).arg("clear").status();
+        if self.set {
+            let tool = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/lib/lab-impair");
+            let _ = Command::new(tool).arg("clear").status();
+        }
     }
 }
 
