@@ -5,7 +5,7 @@
 //! --test-threads=1` in ONE 4-guest lab. Every rank runs through a small shell wrapper that keeps
 //! its exit status, stdout and stderr in a directory all guests see (the lab's guests share this
 //! machine's /tmp), so rank 0's report and every rank's status can be checked separately.
-//! Impairments (scripts/lib/lab-impair) are large (10 Mb/s against about 100 Mb/s unimpaired) and
+//! Impairments (scripts/lib/lab-impair) are large (3 Mb/s against 25-65 Mb/s unimpaired) and
 //! the thresholds loose, because 4 TCG guests on 2 host cores are noisy: the tests assert
 //! classifications, never figures.
 
@@ -17,20 +17,27 @@ use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_rdmadiag");
 const HOSTS: [&str; 4] = ["fab1", "fab2", "fab3", "fab4"];
-/// Small, quick pair tests: 64 KiB messages, few of them.
-const SIZES: [&str; 6] = ["--tests", "bw,lat", "-s", "64K", "-n", "64"];
-/// Loose verdict thresholds: unimpaired pairs under TCG differ by tens of percent, an impaired one
-/// by 5x and more. No counter check: measured in this lab, rxe0 under TCG retransmits in every
+/// Small, quick pair tests: 32 KiB messages, few of them.
+const SIZES: [&str; 6] = ["--tests", "bw,lat", "-s", "32K", "-n", "64"];
+/// Loose verdict thresholds, measured in this lab: unimpaired pairs under TCG differ by up to 2.5x
+/// (0.026 to 0.063 Gb/s in one run), and with one slow host of 4, half the directions are slow, so
+/// the fabric median falls between slow and fast: a slow pair is flagged (bw < R x median) only
+/// when it is below R/(2-R) of the slowest healthy one. R = 0.4 with a 3 Mb/s impairment (about 7x
+/// below the slowest healthy pair) leaves margin both ways; 10 Mb/s with R = 0.5 was flagged in
+/// one run and not in the next. Latency under TCG is bimodal (0.4-0.7 ms or 4 ms for the same
+/// pairs, by scheduling), so its ratio is set where it never judges. No counter check: measured in this lab, rxe0 under TCG retransmits in every
 /// pair, impaired or not (completer_retry_err and duplicate_request +1..+8 per healthy pair: 4
 /// single-vCPU guests on 2 host cores miss the QPs' 67 ms ACK timeout now and then), so every pair
 /// would be flagged and every host a suspect. The counters are still read and reported.
 const THRESHOLDS: [&str; 5] = [
     "--min-bw-ratio",
-    "0.5",
+    "0.4",
     "--max-lat-ratio",
-    "3",
+    "20",
     "--no-counter-check",
 ];
+/// The impairments' rate (a tc rate).
+const SLOW: &str = "3mbit";
 /// The most a whole `srun` of the fabric may take before the test calls it a hang.
 const RUN_DEADLINE: Duration = Duration::from_secs(240);
 
@@ -440,7 +447,7 @@ fn a_healthy_fabric_has_six_pairs_and_no_suspects() {
 #[ignore = "lab-fabric: needs scripts/lab --hosts 4"]
 fn b_a_slow_nic_makes_its_host_the_suspect() {
     require_fabric();
-    let _slow = Impaired::new(&["host-rate", "fab3", "10mbit"]);
+    let _slow = Impaired::new(&["host-rate", "fab3", SLOW]);
     let run = fabric(Launch::Slurm, &args(&[]), None);
     let v = run.report();
     let summary = pair_summary(&v);
@@ -474,7 +481,7 @@ fn b_a_slow_nic_makes_its_host_the_suspect() {
 #[ignore = "lab-fabric: needs scripts/lab --hosts 4"]
 fn c_a_slow_link_is_the_suspect_link_not_a_host() {
     require_fabric();
-    let _slow = Impaired::new(&["link", "fab2", "fab4", "10mbit"]);
+    let _slow = Impaired::new(&["link", "fab2", "fab4", SLOW]);
     let run = fabric(Launch::Slurm, &args(&[]), None);
     let v = run.report();
     let summary = pair_summary(&v);
