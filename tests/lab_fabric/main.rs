@@ -1,0 +1,606 @@
+//! Fabric lab tests: `rdmadiag fabric` across the 4 guests of `scripts/lab --hosts 4` (real Slurm).
+//!
+//! Each test is `#[ignore = "lab-fabric: ..."]` on the host and fails loudly (never skips) outside
+//! fab1 of a 4-guest lab. scripts/test builds this binary on the host and runs it with `--ignored
+//! --test-threads=1` in ONE 4-guest lab. Every rank runs through a small shell wrapper that keeps
+//! its exit status, stdout and stderr in a directory all guests see (the lab's guests share this
+//! machine's /tmp), so rank 0's report and every rank's status can be checked separately.
+//! Impairments (scripts/lib/lab-impair) are large (3 Mb/s against 25-65 Mb/s unimpaired) and
+//! the thresholds loose, because 4 TCG guests on 2 host cores are noisy: the tests assert
+//! classifications, never figures.
+
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_rdmadiag");
+const HOSTS: [&str; 4] = ["fab1", "fab2", "fab3", "fab4"];
+/// Small, quick pair tests: 32 KiB messages, few of them.
+const SIZES: [&str; 6] = ["--tests", "bw,lat", "-s", "32K", "-n", "64"];
+/// Loose verdict thresholds, measured in this lab: unimpaired pairs under TCG differ by up to 2.5x
+/// (0.026 to 0.063 Gb/s in one run), and with one slow host of 4, half the directions are slow, so
+/// the fabric median falls between slow and fast: a slow pair is flagged (bw < R x median) only
+/// when it is below R/(2-R) of the slowest healthy one. R = 0.4 with a 3 Mb/s impairment (about 7x
+/// below the slowest healthy pair) leaves margin both ways; 10 Mb/s with R = 0.5 was flagged in
+/// one run and not in the next. Latency under TCG is bimodal (0.4-0.7 ms or 4 ms for the same
+/// pairs, by scheduling), so its ratio is set where it never judges. No counter check: measured in this lab, rxe0 under TCG retransmits in every
+/// pair, impaired or not (completer_retry_err and duplicate_request +1..+8 per healthy pair: 4
+/// single-vCPU guests on 2 host cores miss the QPs' 67 ms ACK timeout now and then), so every pair
+/// would be flagged and every host a suspect. The counters are still read and reported.
+const THRESHOLDS: [&str; 5] = [
+    "--min-bw-ratio",
+    "0.4",
+    "--max-lat-ratio",
+    "20",
+    "--no-counter-check",
+];
+/// The impairments' rate (a tc rate).
+const SLOW: &str = "3mbit";
+/// The most a whole `srun` of the fabric may take before the test calls it a hang.
+const RUN_DEADLINE: Duration = Duration::from_secs(240);
+
+/// Fail loudly unless this is fab1 of a 4-guest lab with Slurm's 4 nodes up.
+fn require_fabric() {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    assert_eq!(
+        host.trim(),
+        "fab1",
+        "not fab1 of a fabric lab: this test must run inside `scripts/lab --hosts 4` (scripts/test does that)"
+    );
+    assert!(
+        Path::new("/sys/class/infiniband/rxe0").exists(),
+        "no rxe0 on fab1: this test must run inside `scripts/lab --hosts 4`"
+    );
+    let out = Command::new("sinfo")
+        .args(["-h", "-N", "-o", "%N %T"])
+        .output()
+        .expect("run sinfo: Slurm must be on PATH inside `scripts/lab --hosts 4`");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let idle: BTreeSet<&str> = text
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .filter(|(_, state)| state.trim() == "idle")
+        .map(|(n, _)| n)
+        .collect();
+    let want: BTreeSet<&str> = HOSTS.into_iter().collect();
+    assert_eq!(
+        idle, want,
+        "Slurm's idle nodes are not fab1..fab4 (sinfo: {text:?}): this test needs `scripts/lab --hosts 4`"
+    );
+}
+
+/// scripts/lib/lab-impair, run on fab1.
+fn impair(args: &[&str]) {
+    let tool = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/lib/lab-impair");
+    let out = Command::new(&tool)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("run {}: {e}", tool.display()));
+    assert!(
+        out.status.success(),
+        "lab-impair {args:?} failed ({:?}): {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// An impairment for the life of a test: cleared when made (a previous test may have died with
+/// one in place) and, when one was set, when dropped, even by a failing assertion.
+struct Impaired {
+    set: bool,
+}
+
+impl Impaired {
+    fn new(args: &[&str]) -> Impaired {
+        impair(&["clear"]);
+        impair(args);
+        Impaired { set: true }
+    }
+    fn none() -> Impaired {
+        impair(&["clear"]);
+        Impaired { set: false }
+    }
+}
+
+impl Drop for Impaired {
+    fn drop(&mut self) {
+        if self.set {
+            let tool = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/lib/lab-impair");
+            let _ = Command::new(tool).arg("clear").status();
+        }
+    }
+}
+
+/// One rank's outcome, as its wrapper recorded it.
+#[derive(Debug)]
+struct Rank {
+    /// Exit status of rdmadiag (128 + signal when killed); None when the wrapper never wrote one.
+    rc: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+/// One `srun` of the fabric.
+struct FabricRun {
+    ranks: Vec<Rank>,
+    elapsed: Duration,
+    /// Whether the killer of the wrapper's `kill_rank` fired (the rank was still running).
+    killed: bool,
+    dir: PathBuf,
+}
+
+impl FabricRun {
+    fn rank0(&self) -> &Rank {
+        &self.ranks[0]
+    }
+    /// Rank 0's `--json` document.
+    fn report(&self) -> Value {
+        let r = self.rank0();
+        serde_json::from_str(&r.stdout).unwrap_or_else(|e| {
+            panic!(
+                "rank 0 printed no JSON document ({e}); exit {:?}\nstdout: {}\nstderr: {}\n{}",
+                r.rc,
+                r.stdout,
+                r.stderr,
+                self.others()
+            )
+        })
+    }
+    /// What the other ranks said, for failure messages.
+    fn others(&self) -> String {
+        let mut s = String::new();
+        for (i, r) in self.ranks.iter().enumerate().skip(1) {
+            s += &format!(
+                "rank {i}: exit {:?}, stderr: {}\n",
+                r.rc,
+                r.stderr.trim_end()
+            );
+        }
+        s
+    }
+}
+
+impl Drop for FabricRun {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Quote for a POSIX shell.
+fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// How the ranks are started.
+#[derive(Clone, Copy)]
+enum Launch {
+    /// Plain `srun`: ranks from SLURM_*.
+    Slurm,
+    /// `srun` only as a way to start a process on each guest: every SLURM_*/PMI*/OMPI_* variable is
+    /// removed before rdmadiag starts, so it must find its rank from `--hosts` and its hostname.
+    NoLauncherEnv,
+}
+
+/// Run `rdmadiag fabric ARGS --json` on fab1..fab4 (one task each) and collect every rank.
+/// `kill_rank`: that rank is killed with SIGKILL once it holds a QP of its own (a pair test has
+/// started) and one more second has passed.
+fn fabric(launch: Launch, args: &[&str], kill_rank: Option<u32>) -> FabricRun {
+    let dir = std::env::temp_dir().join(format!(
+        "rdmadiag-lab-fabric.{}.{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    std::fs::create_dir_all(&dir).expect("make the ranks' output directory");
+    let mut cmd_line = sh_quote(BIN) + " fabric";
+    for a in args.iter().chain(["--json"].iter()) {
+        cmd_line += " ";
+        cmd_line += &sh_quote(a);
+    }
+    let unset = match launch {
+        Launch::Slurm => "",
+        Launch::NoLauncherEnv => {
+            "for v in $(compgen -e); do case $v in SLURM_*|SRUN_*|PMI_*|PMIX_*|OMPI_*) unset \"$v\";; esac; done\n"
+        }
+    };
+    let killer = match kill_rank {
+        None => String::new(),
+        Some(k) => format!(
+            "if [ \"$r\" = {k} ]; then\n\
+             ( for i in $(seq 1 1200); do rdma resource show qp 2>/dev/null | grep -q rdmadiag && break; sleep 0.1; done\n\
+               sleep 1; kill -KILL $pid 2>/dev/null && echo killed >\"$d/killed\" ) &\n\
+             fi\n"
+        ),
+    };
+    // Each task: remember the rank, optionally drop the launcher's variables, run rdmadiag in the
+    // background (so a killer can find its pid), record its status.
+    let script = format!(
+        "r=$SLURM_PROCID; d={dir}\n{unset}{cmd_line} >\"$d/out.$r\" 2>\"$d/err.$r\" &\npid=$!\n{killer}wait $pid; echo $? >\"$d/rc.$r\"\nwait\n",
+        dir = sh_quote(&dir.to_string_lossy()),
+    );
+    let start = Instant::now();
+    let mut child = Command::new("srun")
+        .args([
+            "-N4",
+            "-n4",
+            "--ntasks-per-node=1",
+            "--kill-on-bad-exit=0",
+            "bash",
+            "-c",
+            &script,
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start srun");
+    loop {
+        if child.try_wait().expect("wait for srun").is_some() {
+            break;
+        }
+        if start.elapsed() > RUN_DEADLINE {
+            let _ = child.kill();
+            let _ = child.wait();
+            let _ = Command::new("scancel").arg("--user=root").status();
+            panic!(
+                "the fabric run hung: srun still running after {RUN_DEADLINE:?} (args {args:?}); outputs in {}",
+                dir.display()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let out = child.wait_with_output().expect("srun output");
+    let elapsed = start.elapsed();
+    let read = |name: String| std::fs::read_to_string(dir.join(name)).unwrap_or_default();
+    let ranks: Vec<Rank> = (0..4)
+        .map(|r| Rank {
+            rc: read(format!("rc.{r}")).trim().parse().ok(),
+            stdout: read(format!("out.{r}")),
+            stderr: read(format!("err.{r}")),
+        })
+        .collect();
+    let killed = dir.join("killed").exists();
+    eprintln!(
+        "fabric {args:?}: {:.1} s, exits {:?}",
+        elapsed.as_secs_f64(),
+        ranks.iter().map(|r| r.rc).collect::<Vec<_>>()
+    );
+    assert!(
+        out.status.success(),
+        "srun itself failed ({:?}): {}{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    FabricRun {
+        ranks,
+        elapsed,
+        killed,
+        dir,
+    }
+}
+
+/// The usual arguments plus `extra`.
+fn args<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+    SIZES
+        .iter()
+        .chain(THRESHOLDS.iter())
+        .copied()
+        .chain(extra.iter().copied())
+        .collect()
+}
+
+/// The unordered pair {a, b} of a JSON pair or link.
+fn unordered(a: &Value, b: &Value) -> (String, String) {
+    let (a, b) = (
+        a.as_str().expect("host name").to_string(),
+        b.as_str().expect("host name").to_string(),
+    );
+    if a <= b { (a, b) } else { (b, a) }
+}
+
+fn pair_key(p: &Value) -> (String, String) {
+    unordered(&p["a"], &p["b"])
+}
+
+fn suspect_hosts(v: &Value) -> Vec<String> {
+    let mut h: Vec<String> = v["suspects"]["hosts"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no suspects.hosts array: {v}"))
+        .iter()
+        .map(|h| h.as_str().expect("suspect host name").to_string())
+        .collect();
+    h.sort();
+    h
+}
+
+fn suspect_links(v: &Value) -> Vec<(String, String)> {
+    let mut l: Vec<(String, String)> = v["suspects"]["links"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no suspects.links array: {v}"))
+        .iter()
+        .map(|l| unordered(&l[0], &l[1]))
+        .collect();
+    l.sort();
+    l
+}
+
+/// The first-round result of every unordered pair (retests are extra entries).
+fn first_results(v: &Value) -> Vec<&Value> {
+    let pairs = v["pairs"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no pairs array: {v}"));
+    let mut seen = BTreeSet::new();
+    pairs
+        .iter()
+        .filter(|p| p["retested"] != Value::Bool(true))
+        .filter(|p| seen.insert(pair_key(p)))
+        .collect()
+}
+
+/// Every one of the 6 unordered pairs of fab1..fab4 occurs (first results).
+fn assert_all_six_pairs(v: &Value) {
+    let got: BTreeSet<(String, String)> = first_results(v).into_iter().map(pair_key).collect();
+    let mut want = BTreeSet::new();
+    for (i, a) in HOSTS.iter().enumerate() {
+        for b in &HOSTS[i + 1..] {
+            want.insert((a.to_string(), b.to_string()));
+        }
+    }
+    assert_eq!(got, want, "not every pair of fab1..fab4 was tested: {v}");
+}
+
+/// The hosts of the report are fab1..fab4 as ranks 0..3, on rxe0.
+fn assert_hosts(v: &Value) {
+    let hosts = v["hosts"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no hosts array: {v}"));
+    let mut got: Vec<(u64, String)> = hosts
+        .iter()
+        .map(|h| {
+            assert_eq!(h["device"], "rxe0", "host entry not on rxe0: {h}");
+            (
+                h["rank"].as_u64().expect("rank"),
+                h["host"].as_str().expect("host").to_string(),
+            )
+        })
+        .collect();
+    got.sort();
+    let want: Vec<(u64, String)> = HOSTS
+        .iter()
+        .enumerate()
+        .map(|(i, h)| (i as u64, h.to_string()))
+        .collect();
+    assert_eq!(got, want, "ranks are not fab1..fab4 in order: {v}");
+}
+
+/// Other ranks print nothing on stdout (rank 0 reports).
+fn assert_others_quiet(run: &FabricRun) {
+    for (i, r) in run.ranks.iter().enumerate().skip(1) {
+        assert!(
+            r.stdout.trim().is_empty(),
+            "rank {i} printed on stdout: {}",
+            r.stdout
+        );
+    }
+}
+
+fn pair_summary(v: &Value) -> String {
+    first_results(v)
+        .iter()
+        .map(|p| {
+            format!(
+                "{}-{} bw {} / {} lat {} flagged {} ({})\n",
+                p["a"],
+                p["b"],
+                p["bw_gbps"],
+                p["bw_gbps_reverse"],
+                p["lat_us"],
+                p["flagged"],
+                p["reason"]
+            )
+        })
+        .collect()
+}
+
+#[test]
+#[ignore = "lab-fabric: needs scripts/lab --hosts 4"]
+fn a_healthy_fabric_has_six_pairs_and_no_suspects() {
+    require_fabric();
+    let _clean = Impaired::none();
+    let run = fabric(Launch::Slurm, &args(&[]), None);
+    let v = run.report();
+    assert_eq!(
+        run.rank0().rc,
+        Some(0),
+        "healthy fabric: rank 0 should exit 0\n{}stderr: {}",
+        pair_summary(&v),
+        run.rank0().stderr
+    );
+    assert_hosts(&v);
+    assert_all_six_pairs(&v);
+    for p in first_results(&v) {
+        assert_eq!(p["flagged"], false, "a healthy pair was flagged: {p}");
+        assert!(
+            p["bw_gbps"].as_f64().is_some_and(|b| b > 0.0),
+            "pair without bandwidth: {p}"
+        );
+        assert!(
+            p["lat_us"].as_f64().is_some_and(|l| l > 0.0),
+            "pair without latency: {p}"
+        );
+    }
+    assert!(suspect_hosts(&v).is_empty(), "suspect hosts: {v}");
+    assert!(suspect_links(&v).is_empty(), "suspect links: {v}");
+    assert_eq!(v["missing"], serde_json::json!([]), "missing ranks: {v}");
+    assert_others_quiet(&run);
+    for (i, r) in run.ranks.iter().enumerate() {
+        assert_eq!(r.rc, Some(0), "rank {i} exit: {}", r.stderr);
+    }
+}
+
+#[test]
+#[ignore = "lab-fabric: needs scripts/lab --hosts 4"]
+fn b_a_slow_nic_makes_its_host_the_suspect() {
+    require_fabric();
+    let _slow = Impaired::new(&["host-rate", "fab3", SLOW]);
+    let run = fabric(Launch::Slurm, &args(&[]), None);
+    let v = run.report();
+    let summary = pair_summary(&v);
+    assert_eq!(
+        run.rank0().rc,
+        Some(3),
+        "slow NIC on fab3: rank 0 should exit 3\n{summary}stderr: {}",
+        run.rank0().stderr
+    );
+    assert_all_six_pairs(&v);
+    assert_eq!(
+        suspect_hosts(&v),
+        ["fab3"],
+        "fab3's NIC is slow, it alone should be the suspect host\n{summary}{v}"
+    );
+    assert!(
+        suspect_links(&v).is_empty(),
+        "a slow NIC is not a bad link\n{summary}{v}"
+    );
+    for p in first_results(&v) {
+        let involves_fab3 = p["a"] == "fab3" || p["b"] == "fab3";
+        assert_eq!(
+            p["flagged"],
+            Value::Bool(involves_fab3),
+            "flagged should be exactly the pairs with fab3\n{summary}"
+        );
+    }
+}
+
+#[test]
+#[ignore = "lab-fabric: needs scripts/lab --hosts 4"]
+fn c_a_slow_link_is_the_suspect_link_not_a_host() {
+    require_fabric();
+    let _slow = Impaired::new(&["link", "fab2", "fab4", SLOW]);
+    let run = fabric(Launch::Slurm, &args(&[]), None);
+    let v = run.report();
+    let summary = pair_summary(&v);
+    assert_eq!(
+        run.rank0().rc,
+        Some(3),
+        "slow link fab2-fab4: rank 0 should exit 3\n{summary}stderr: {}",
+        run.rank0().stderr
+    );
+    assert_all_six_pairs(&v);
+    assert_eq!(
+        suspect_links(&v),
+        [("fab2".to_string(), "fab4".to_string())],
+        "only fab2<->fab4 is slow: it should be the one suspect link\n{summary}{v}"
+    );
+    assert!(
+        suspect_hosts(&v).is_empty(),
+        "a slow link makes neither of its hosts a suspect\n{summary}{v}"
+    );
+    for p in first_results(&v) {
+        let is_link = pair_key(p) == ("fab2".to_string(), "fab4".to_string());
+        assert_eq!(
+            p["flagged"],
+            Value::Bool(is_link),
+            "flagged should be exactly fab2-fab4\n{summary}"
+        );
+    }
+}
+
+#[test]
+#[ignore = "lab-fabric: needs scripts/lab --hosts 4"]
+fn d_a_rank_killed_mid_run_is_named_and_nothing_hangs() {
+    require_fabric();
+    let _clean = Impaired::none();
+    let run = fabric(Launch::Slurm, &args(&["--timeout", "30s"]), Some(3));
+    assert!(
+        run.killed,
+        "rank 3 (fab4) ended before it could be killed mid-run (exit {:?}): {}",
+        run.ranks[3].rc, run.ranks[3].stderr
+    );
+    assert_eq!(
+        run.ranks[3].rc,
+        Some(137),
+        "rank 3 should have died of SIGKILL"
+    );
+    let v = run.report();
+    let summary = pair_summary(&v);
+    let rc0 = run.rank0().rc;
+    assert!(
+        matches!(rc0, Some(1) | Some(3)),
+        "a dead rank must make rank 0 exit non-zero (1 or 3), got {rc0:?}\n{summary}stderr: {}",
+        run.rank0().stderr
+    );
+    // fab4 is named: in "missing", or in the reason or error of a failed pair of its.
+    let missing: Vec<&str> = v["missing"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no missing array: {v}"))
+        .iter()
+        .filter_map(|m| m.as_str())
+        .collect();
+    let named_in_pairs = v["pairs"].as_array().is_some_and(|ps| {
+        ps.iter().any(|p| {
+            (p["a"] == "fab4" || p["b"] == "fab4")
+                && ["reason", "error"]
+                    .iter()
+                    .any(|k| p[*k].as_str().is_some_and(|r| r.contains("fab4")))
+        })
+    });
+    assert!(
+        missing.contains(&"fab4") || named_in_pairs,
+        "the killed rank (fab4) is named nowhere\n{summary}{v}"
+    );
+    assert!(
+        !missing.iter().any(|m| *m != "fab4"),
+        "only fab4 died, missing: {missing:?}"
+    );
+    // Partial results: some pair without fab4 has a bandwidth.
+    let partial = v["pairs"].as_array().is_some_and(|ps| {
+        ps.iter()
+            .any(|p| p["a"] != "fab4" && p["b"] != "fab4" && p["bw_gbps"].as_f64().is_some())
+    });
+    assert!(
+        partial,
+        "no results for the pairs without fab4\n{summary}{v}"
+    );
+    // Bounded: the deadlines (30 s each) ended it, well before the test's own hang deadline.
+    assert!(
+        run.elapsed < Duration::from_secs(180),
+        "took {:?} after a rank died",
+        run.elapsed
+    );
+    for i in 1..3 {
+        assert!(
+            run.ranks[i].rc.is_some(),
+            "rank {i} left no exit status: {}",
+            run.ranks[i].stderr
+        );
+    }
+}
+
+#[test]
+#[ignore = "lab-fabric: needs scripts/lab --hosts 4"]
+fn e_hosts_list_without_a_launcher_finds_ranks_by_hostname() {
+    require_fabric();
+    let _clean = Impaired::none();
+    let run = fabric(Launch::NoLauncherEnv, &args(&["--hosts", "fab[1-4]"]), None);
+    let v = run.report();
+    assert_eq!(
+        run.rank0().rc,
+        Some(0),
+        "--hosts fab[1-4]: rank 0 should exit 0\n{}stderr: {}",
+        pair_summary(&v),
+        run.rank0().stderr
+    );
+    assert_hosts(&v);
+    assert_all_six_pairs(&v);
+    assert!(
+        suspect_hosts(&v).is_empty() && suspect_links(&v).is_empty(),
+        "{v}"
+    );
+    assert_others_quiet(&run);
+}
