@@ -5,9 +5,8 @@
 //! `RDMADIAG_FABRIC_SIM_RANKS=512 cargo test --test fabric scale -- --nocapture` runs the scale
 //! case with 512 ranks (bench/fabric-coordinator.sh does); by default it runs 64.
 
-use rdmadiag::fabric::coordinator::{
-    CoordinatorConfig, Hello, Outcome, PairSide, Quiet, ToCoordinator, ToRank, coordinate, send,
-};
+use rdmadiag::fabric::coordinator::{CoordinatorConfig, Outcome, Quiet, coordinate};
+use rdmadiag::fabric::protocol::{Hello, PairSide, ToCoordinator, ToRank, send};
 use rdmadiag::fabric::rank::{Identity, PairRunner, PairTest, RankConfig, run_rank};
 use rdmadiag::fabric::schedule::{Pattern, Schedule};
 use rdmadiag::fabric::verdict::Thresholds;

@@ -4,6 +4,7 @@
 pub mod coordinator;
 pub mod hostlist;
 pub mod launcher;
+pub mod protocol;
 pub mod rank;
 pub mod runner;
 pub mod schedule;

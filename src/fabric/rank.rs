@@ -1,7 +1,7 @@
 //! One rank's side of a fabric run: join the coordinator (retrying with backoff until a
 //! deadline), then run each round's pair test through a [`PairRunner`] and report it.
 
-use super::coordinator::{Hello, PairSide, Peer, ToCoordinator, ToRank, send};
+use super::protocol::{Hello, PairSide, Peer, ToCoordinator, ToRank, send};
 use anyhow::{Context as _, Result, anyhow, bail};
 use std::io::{BufRead, BufReader, ErrorKind};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};

@@ -2,7 +2,7 @@
 //! through the library API (this rank serves on its bound test port or dials the peer's), with
 //! the port's error counters read before and after.
 
-use super::coordinator::PairSide;
+use super::protocol::PairSide;
 use super::rank::{Identity, PairRunner, PairTest};
 use crate::connect::control::{PerfSpec, QpType, TestSpec};
 use crate::connect::endpoint::PortChoice;
