@@ -4,7 +4,7 @@
 
 use crate::common::*;
 use crate::require_rxe0;
-use crate::watch::{spawn_watched, wait_for_line};
+use crate::watch::{spawn_watched, wait_for_line, wait_until_sleeping};
 use std::collections::BTreeMap;
 use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
@@ -295,9 +295,11 @@ fn a_link_cut_mid_traffic_fails_the_error_counters_naming_the_one_that_rose() {
         "3s",
         "--json",
     ]);
-    // The check reads its first counters within about 0.7 s of its start here (TCG); cut the
-    // link well after that and bring it back well before the interval ends.
-    std::thread::sleep(Duration::from_millis(1500));
+    // Cut the link once the check has taken its first reading and sleeps in its interval (a
+    // fixed delay cut it before the first reading on a loaded CI host), and bring it back well
+    // before the interval ends.
+    wait_until_sleeping(run.id());
+    std::thread::sleep(Duration::from_millis(200));
     ip_link("down");
     std::thread::sleep(Duration::from_millis(1000));
     ip_link("up");

@@ -1,7 +1,7 @@
 //! Port counters across a test (`--counters`) and over `ports --counters --interval`, on rxe0.
 
 use crate::common::*;
-use crate::watch::{spawn_watched, wait_for_line};
+use crate::watch::{spawn_watched, wait_for_line, wait_until_sleeping};
 use crate::{DEV, require_rxe0};
 use serde_json::Value;
 use std::fs;
@@ -183,23 +183,6 @@ fn an_interval_sees_the_traffic_of_a_test_running_meanwhile() {
         hw(d, "sent_pkts")["delta"],
         hw(d, "sent_pkts")["rate_per_s"].as_f64().unwrap()
     );
-}
-
-/// Wait until process `pid`'s main thread sleeps in nanosleep or clock_nanosleep (x86-64
-/// syscalls 35 and 230): `ports --interval` sleeps nowhere else.
-fn wait_until_sleeping(pid: u32) {
-    let start = std::time::Instant::now();
-    loop {
-        let call = fs::read_to_string(format!("/proc/{pid}/syscall")).unwrap_or_default();
-        if matches!(call.split_whitespace().next(), Some("35" | "230")) {
-            return;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "rdmadiag {pid} never slept: /proc/{pid}/syscall reads {call:?}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 #[test]

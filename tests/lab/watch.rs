@@ -62,3 +62,21 @@ pub fn last_error_line(rx: &Receiver<String>) -> String {
     assert!(last.starts_with("rdmadiag: "), "{lines:?}");
     last
 }
+
+/// Wait until process `pid`'s main thread sleeps in nanosleep or clock_nanosleep (x86-64
+/// syscalls 35 and 230): `ports --interval` and `check --interval` sleep nowhere else (the
+/// wait of their interval, after the first reading).
+pub fn wait_until_sleeping(pid: u32) {
+    let start = std::time::Instant::now();
+    loop {
+        let call = std::fs::read_to_string(format!("/proc/{pid}/syscall")).unwrap_or_default();
+        if matches!(call.split_whitespace().next(), Some("35" | "230")) {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "rdmadiag {pid} never slept: /proc/{pid}/syscall reads {call:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
