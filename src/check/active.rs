@@ -8,7 +8,7 @@ use crate::connect::endpoint::PortChoice;
 use crate::report::check::{Check, CheckName};
 use crate::report::inventory::PortInfo;
 use crate::report::perf::PerfReport;
-use crate::session::{ServerLimits, SessionOptions, StatusSink, Unobserved};
+use crate::session::{SessionOptions, Unobserved};
 use crate::{Role, TestReport};
 use anyhow::{Result, bail};
 use std::time::Duration;
@@ -69,24 +69,6 @@ impl Peer {
         } else {
             format!("{}:{}", self.host, self.port)
         }
-    }
-}
-
-fn session(choice: PortChoice, port: u16, timeout: Duration) -> SessionOptions {
-    SessionOptions {
-        host: None,
-        port,
-        bind: None,
-        persist: false,
-        timeout,
-        wait: timeout,
-        choice,
-        mtu: None,
-        cm: false,
-        compat_ibv: false,
-        status: StatusSink::default(),
-        client_log: StatusSink::default(),
-        limits: ServerLimits::default(),
     }
 }
 
@@ -191,7 +173,7 @@ fn run_one(
         Measure::Bw(_) => bw_spec(BW_TIME.min(left / 3)),
         Measure::Lat(_) => lat_spec(),
     };
-    let opts = session(choice, port, timeout);
+    let opts = SessionOptions::in_process(choice, port, timeout);
     let report = match crate::run(&spec, &opts, role, &Unobserved) {
         Ok(TestReport::Perf(r)) => *r,
         Ok(_) => bail!("a {} test gave no perf report", spec.test),

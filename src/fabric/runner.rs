@@ -121,25 +121,12 @@ impl VerbsRunner {
 
     fn options(&self) -> SessionOptions {
         let s = &self.settings;
-        SessionOptions {
-            host: None,
-            port: 0,
-            bind: None,
-            persist: false,
-            timeout: s.timeout,
-            wait: s.timeout,
-            choice: PortChoice {
-                device: Some(self.identity.device.clone()),
-                port: Some(self.identity.port),
-                gid_index: s.choice.gid_index,
-            },
-            mtu: None,
-            cm: false,
-            compat_ibv: false,
-            status: Default::default(),
-            client_log: Default::default(),
-            limits: Default::default(),
-        }
+        let choice = PortChoice {
+            device: Some(self.identity.device.clone()),
+            port: Some(self.identity.port),
+            gid_index: s.choice.gid_index,
+        };
+        SessionOptions::in_process(choice, 0, s.timeout)
     }
 
     /// One test of the pair, this side's part; Some(figure) when this side is the client.

@@ -65,6 +65,29 @@ pub struct SessionOptions {
     pub limits: ServerLimits,
 }
 
+impl SessionOptions {
+    /// Options for a test another command runs in-process (`check`, `fabric`): on `choice`, one
+    /// bound for every wait, a client of `port` (or, through [`crate::serve_on`], a server on a
+    /// port bound already), nothing logged, the default server limits.
+    pub fn in_process(choice: PortChoice, port: u16, timeout: Duration) -> SessionOptions {
+        SessionOptions {
+            host: None,
+            port,
+            bind: None,
+            persist: false,
+            timeout,
+            wait: timeout,
+            choice,
+            mtu: None,
+            cm: false,
+            compat_ibv: false,
+            status: StatusSink::default(),
+            client_log: StatusSink::default(),
+            limits: ServerLimits::default(),
+        }
+    }
+}
+
 /// A server never allocates or registers beyond these because a client asked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ServerLimits {
