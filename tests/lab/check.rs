@@ -3,8 +3,9 @@
 //! node_exporter reading the Prometheus file, and a real slurmctld/slurmd draining this node.
 
 use crate::common::*;
+use crate::link::{LinkUp, endless_loopback_traffic, ip_link};
 use crate::require_rxe0;
-use crate::watch::{spawn_watched, wait_for_line, wait_until_sleeping};
+use crate::watch::wait_until_sleeping;
 use std::collections::BTreeMap;
 use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
@@ -70,39 +71,6 @@ fn hw_counters() -> BTreeMap<String, u64> {
         }
     }
     out
-}
-
-fn ip_link(state: &str) {
-    let st = Command::new("ip")
-        .args(["link", "set", "dummy0", state])
-        .status()
-        .expect("run ip");
-    assert!(st.success(), "ip link set dummy0 {state}");
-}
-
-/// Brings dummy0 back up however the test ends, and waits until rxe0 is ACTIVE with its
-/// IPv4 GID again (what the next test needs).
-struct LinkUp;
-
-impl Drop for LinkUp {
-    fn drop(&mut self) {
-        let _ = Command::new("ip")
-            .args(["link", "set", "dummy0", "up"])
-            .status();
-        let t = Instant::now();
-        while t.elapsed() < Duration::from_secs(30) {
-            let active = sysfs("state").contains("ACTIVE");
-            let gid = (0..4).any(|i| {
-                std::fs::read_to_string(format!("{PORT_DIR}/gids/{i}"))
-                    .is_ok_and(|g| g.trim().ends_with("ffff:0a4d:0001"))
-            });
-            if active && gid {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        eprintln!("check: rxe0 not ACTIVE with its GID 30 s after dummy0 came back up");
-    }
 }
 
 /// The port's rate as sysfs says it ("2.5 Gb/sec (1X SDR)"), in check's words: "2.5 Gb/s".
@@ -274,16 +242,7 @@ fn active_tests_name_their_figures_and_settings() {
 fn a_link_cut_mid_traffic_fails_the_error_counters_naming_the_one_that_rose() {
     require_rxe0();
     let restore = LinkUp;
-    let (mut traffic, rx) = spawn_watched(&[
-        "pingpong",
-        "--loopback",
-        "-n",
-        "100000000",
-        "--timeout",
-        "3s",
-        "-v",
-    ]);
-    wait_for_line(&rx, "running", Duration::from_secs(1));
+    let (mut traffic, _rx) = endless_loopback_traffic();
     let before = hw_counters();
     let run = spawn_rdmadiag(&[
         "check",

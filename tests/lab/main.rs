@@ -12,6 +12,7 @@ mod counters;
 mod fabric;
 mod faults;
 mod inventory;
+mod link;
 mod perf;
 mod pingpong;
 mod schema;

@@ -2,47 +2,19 @@
 
 use super::{LIMIT, check_failed, timed_wait};
 use crate::common::*;
+use crate::link::{LinkUp, endless_loopback_traffic, ip_link};
 use crate::require_rxe0;
-use crate::watch::{last_error_line, spawn_watched, wait_for_line};
-use std::process::Command;
+use crate::watch::last_error_line;
 use std::time::{Duration, Instant};
-
-/// Brings dummy0 back up however the test ends.
-struct LinkUp;
-
-impl Drop for LinkUp {
-    fn drop(&mut self) {
-        let _ = Command::new("ip")
-            .args(["link", "set", "dummy0", "up"])
-            .status();
-    }
-}
-
-fn ip_link(state: &str) {
-    let st = Command::new("ip")
-        .args(["link", "set", "dummy0", state])
-        .status()
-        .expect("run ip");
-    assert!(st.success(), "ip link set dummy0 {state}");
-}
 
 #[test]
 #[ignore = "lab: needs rxe0 and its dummy0 link; run by scripts/test inside the Soft-RoCE lab"]
 fn link_cut_mid_run_and_restored() {
     require_rxe0();
     let _restore = LinkUp;
-    let (run, rx) = spawn_watched(&[
-        "pingpong",
-        "--loopback",
-        "-n",
-        "100000000",
-        "--timeout",
-        "3s",
-        "-v",
-    ]);
     // Cut only once both QPs are connected and round trips are under way: a fixed sleep cut the
     // link during QP set-up on a loaded host (a different, also correct, error).
-    wait_for_line(&rx, "running", Duration::from_secs(1));
+    let (run, rx) = endless_loopback_traffic();
     ip_link("down");
     let t = Instant::now();
     let (o, took) = timed_wait(
