@@ -4,26 +4,12 @@
 use rdmadiag::connect::control::{Op, PerfSpec, QpType, TestSpec};
 use rdmadiag::connect::endpoint::PortChoice;
 use rdmadiag::perf::Unobserved;
-use rdmadiag::session::{ServerLimits, SessionOptions, StatusSink};
+use rdmadiag::session::SessionOptions;
 use rdmadiag::{Role, exit};
 use std::time::{Duration, Instant};
 
 fn opts() -> SessionOptions {
-    SessionOptions {
-        host: None,
-        port: 0,
-        bind: None,
-        persist: false,
-        timeout: Duration::from_secs(2),
-        wait: Duration::from_secs(2),
-        choice: PortChoice::default(),
-        mtu: None,
-        cm: false,
-        compat_ibv: false,
-        status: StatusSink::default(),
-        client_log: StatusSink::default(),
-        limits: ServerLimits::default(),
-    }
+    SessionOptions::in_process(PortChoice::default(), 0, Duration::from_secs(2))
 }
 
 fn bw_spec(op: Op, transport: QpType) -> TestSpec {

@@ -5,29 +5,20 @@ use crate::require_rxe0;
 use rdmadiag::connect::control::{Op, PerfSpec, QpType, TestSpec};
 use rdmadiag::connect::endpoint::PortChoice;
 use rdmadiag::perf::{Observer, Progress, Unobserved};
-use rdmadiag::session::{Served, ServerLimits, SessionOptions, StatusSink};
+use rdmadiag::session::{Served, SessionOptions};
 use rdmadiag::{Role, TestReport};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 fn opts(port: u16) -> SessionOptions {
+    let choice = PortChoice {
+        device: Some(crate::DEV.into()),
+        ..PortChoice::default()
+    };
     SessionOptions {
-        host: None,
-        port,
-        bind: None,
-        persist: false,
-        timeout: Duration::from_secs(10),
+        // A server waits for its client longer than any one wait of the test.
         wait: Duration::from_secs(30),
-        choice: PortChoice {
-            device: Some(crate::DEV.into()),
-            ..PortChoice::default()
-        },
-        mtu: None,
-        cm: false,
-        compat_ibv: false,
-        status: StatusSink::default(),
-        client_log: StatusSink::default(),
-        limits: ServerLimits::default(),
+        ..SessionOptions::in_process(choice, port, Duration::from_secs(10))
     }
 }
 
