@@ -92,16 +92,18 @@ pub struct FabricArgs {
     #[arg(long, value_name = "N", default_value_t = 1, help_heading = "Test")]
     pub seed: u64,
 
-    /// Flag a pair whose bandwidth is below this fraction of the fabric's median.
+    /// A host, link or group is slow when its bandwidth is below this fraction of the
+    /// reference (the median of the hosts' median bandwidths) and beyond the run's noise.
     #[arg(
         long,
         value_name = "R",
-        default_value_t = 0.8,
+        default_value_t = 0.9,
         help_heading = "Thresholds"
     )]
     pub min_bw_ratio: f64,
 
-    /// Flag a pair whose latency is above this multiple of the fabric's median.
+    /// A host or link is slow when its latency is above this multiple of the reference (the
+    /// median of the hosts' median latencies) and beyond the run's noise.
     #[arg(
         long,
         value_name = "R",
@@ -120,10 +122,14 @@ pub struct FabricArgs {
           help_heading = "Thresholds")]
     pub expect_lat: Option<Duration>,
 
-    /// Do not flag a pair because its error counters rose (they are still read and reported):
-    /// for a fabric whose links retransmit as a matter of course, such as Soft-RoCE under load.
+    /// Do not judge the error counters (they are still read and reported).
     #[arg(long, help_heading = "Thresholds")]
     pub no_counter_check: bool,
+
+    /// Flag a pair whose error counter rose by more than N (default: a rise above what the
+    /// run's own pairs show, Q3 + 3 x IQR).
+    #[arg(long = "max-error-delta", value_name = "N", help_heading = "Thresholds")]
+    pub max_error_delta: Option<u64>,
 
     /// Go on without ranks missing at the rendezvous (they are named, and the run exits 3).
     #[arg(long, help_heading = "Launch")]

@@ -71,6 +71,7 @@ pub fn run(args: &FabricArgs) -> Result<u8> {
             expect_bw_gbps: args.expect_bw.map(|bps| bps / 1e9),
             expect_lat_us: args.expect_lat.map(|d| d.as_secs_f64() * 1e6),
             counters: !args.no_counter_check,
+            max_error_delta: args.max_error_delta,
         },
         allow_missing: args.allow_missing,
         retest: !args.no_retest,
@@ -151,6 +152,7 @@ fn fabric_settings(args: &FabricArgs, s: &PairSettings, pattern: Pattern) -> Fab
         expect_lat_us: args.expect_lat.map(|d| d.as_secs_f64() * 1e6),
         timeout_s: args.timeout.as_secs_f64(),
         counter_check: !args.no_counter_check,
+        max_error_delta: args.max_error_delta,
     }
 }
 

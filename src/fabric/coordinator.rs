@@ -6,7 +6,7 @@
 use super::protocol::{Hello, PairSide, Peer, ToCoordinator, ToRank, send};
 use super::schedule::{Pair, Schedule, pack};
 use super::verdict::{self, Thresholds};
-use crate::report::fabric::{HostInfo, PairResult, SuspectNote, Suspects};
+use crate::report::fabric::{Finding, HostInfo, PairResult, SuspectNote, Suspects};
 use anyhow::{Context as _, Result, bail};
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -48,7 +48,9 @@ pub struct Outcome {
     pub hosts: Vec<HostInfo>,
     pub pairs: Vec<PairResult>,
     pub rounds: u32,
-    pub medians: verdict::Medians,
+    pub reference: verdict::Reference,
+    pub findings: Vec<Finding>,
+    pub limits: Vec<String>,
     pub suspects: Suspects,
     pub notes: Vec<SuspectNote>,
     /// Names of ranks missing at the end (host names, or "rank N" for one that never joined).
@@ -481,10 +483,11 @@ pub fn coordinate(
         progress.round_done(r + 1, total);
     }
 
-    let medians = verdict::medians(&pairs);
-    verdict::flag(&mut pairs, &medians, &cfg.thresholds);
     let missing_names: BTreeSet<String> = run.gone.keys().map(|r| run.label(*r)).collect();
-    let suspects = verdict::classify(&pairs, &missing_names);
+    let reference = verdict::reference(&pairs, &missing_names, &cfg.thresholds);
+    verdict::flag(&mut pairs, &reference, &cfg.thresholds);
+    let judgement = verdict::classify(&pairs, &missing_names, &reference, &cfg.thresholds);
+    let suspects = &judgement.suspects;
     let mut rounds = total as u32;
     let mut retest_results: Vec<PairResult> = Vec::new();
     let planned: Vec<Option<Pair>> = if cfg.retest && !suspects.is_empty() {
@@ -493,7 +496,7 @@ pub fn coordinate(
             .iter()
             .map(|(r, h)| (*r, h.host.clone()))
             .collect();
-        verdict::retest_pairs(&suspects, &ranks, &missing_names)
+        verdict::retest_pairs(suspects, &ranks, &missing_names)
     } else {
         vec![None; suspects.len()]
     };
@@ -510,7 +513,7 @@ pub fn coordinate(
         retest_results.extend(run.round(rounds, rp, true)?);
         progress.round_done(total + i + 1, total + retest_rounds.len());
     }
-    verdict::flag(&mut retest_results, &medians, &cfg.thresholds);
+    verdict::flag(&mut retest_results, &reference, &cfg.thresholds);
     let retests: Vec<Option<&PairResult>> = planned
         .iter()
         .map(|p| {
@@ -521,15 +524,15 @@ pub fn coordinate(
             })
         })
         .collect();
-    let (final_suspects, notes) = verdict::conclude(&suspects, &retests);
+    let (final_suspects, notes) =
+        verdict::conclude(suspects, &retests, &reference, &cfg.thresholds);
     pairs.extend(retest_results);
 
     let missing: Vec<String> = run.gone.keys().map(|r| run.label(*r)).collect();
     let missing_reasons: Vec<String> = run.gone.values().cloned().collect();
     let flagged = !final_suspects.is_empty()
-        || pairs
-            .iter()
-            .any(|p| p.flagged && !p.retested && p.error.is_some());
+        || judgement.findings.iter().any(|f| f.fails)
+        || pairs.iter().any(|p| !p.retested && p.error.is_some());
     let exit_code = if !missing.is_empty() && !cfg.allow_missing {
         crate::exit::FAILURE
     } else if flagged || !missing.is_empty() {
@@ -547,7 +550,9 @@ pub fn coordinate(
         hosts: run.hosts.into_values().collect(),
         pairs,
         rounds,
-        medians,
+        reference,
+        findings: judgement.findings,
+        limits: judgement.limits,
         suspects: final_suspects,
         notes,
         missing,

@@ -106,15 +106,20 @@ pub fn run(
 /// Rank 0's report of the run.
 pub fn report(outcome: Outcome, settings: FabricSettings, duration: Duration) -> FabricReport {
     let names: Vec<String> = outcome.hosts.iter().map(|h| h.host.clone()).collect();
-    let host_summary = verdict::host_summary(&names, &outcome.pairs);
+    let host_summary = verdict::host_summary(&names, &outcome.pairs, &outcome.reference);
     FabricReport {
         settings,
         rounds: outcome.rounds,
         duration_s: duration.as_secs_f64(),
         hosts: outcome.hosts,
         pairs: outcome.pairs,
-        median_bw_gbps: outcome.medians.bw_gbps,
-        median_lat_us: outcome.medians.lat_us,
+        median_bw_gbps: outcome.reference.bw_gbps,
+        median_lat_us: outcome.reference.lat_us,
+        bw_spread: outcome.reference.bw_spread,
+        lat_spread: outcome.reference.lat_spread,
+        counter_fence: outcome.reference.counter_fence,
+        findings: outcome.findings,
+        limits: outcome.limits,
         suspects: outcome.suspects,
         suspect_notes: outcome.notes,
         host_summary,

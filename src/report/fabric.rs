@@ -67,21 +67,42 @@ impl PairResult {
 pub struct Suspects {
     pub hosts: Vec<String>,
     pub links: Vec<[String; 2]>,
+    /// Hosts fast among themselves and slow to the rest (a switch, an uplink), one list each.
+    #[serde(default)]
+    pub groups: Vec<Vec<String>>,
 }
 
 impl Suspects {
     pub fn is_empty(&self) -> bool {
-        self.hosts.is_empty() && self.links.is_empty()
+        self.hosts.is_empty() && self.links.is_empty() && self.groups.is_empty()
     }
+}
+
+/// A finding about the fabric as a whole: a rule that flagged most pairs, or error counters
+/// that rose on most of them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    /// The rule: "failure", "counters", "expect-bw", "expect-lat".
+    pub rule: String,
+    /// It fails the run (exit 3); false: information only.
+    pub fails: bool,
+    /// Pairs it covers.
+    pub pairs: u32,
+    pub text: String,
 }
 
 /// Why a suspect is one, and what its retest said.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SuspectNote {
-    /// "host" or "link".
+    /// "host", "link" or "group".
     pub kind: String,
-    /// The host, or the link as "a - b".
+    /// The host, the link as "a - b", or the group's hosts.
     pub name: String,
+    /// The rule that fired: "bw-host", "bw-send", "bw-recv", "bw-group", "bw-link",
+    /// "lat-host", "lat-link", "failure", "counters", "expect-bw", "expect-lat".
+    #[serde(default)]
+    pub rule: String,
+    /// The rule's figures, a sentence.
     pub reason: String,
     /// What the retest found: None when none could be run.
     pub retest: Option<String>,
@@ -97,6 +118,12 @@ pub struct HostSummary {
     pub flagged: u32,
     pub median_bw_gbps: Option<f64>,
     pub median_lat_us: Option<f64>,
+    /// Its median bandwidth over the reference.
+    #[serde(default)]
+    pub bw_ratio: Option<f64>,
+    /// Its median latency over the reference.
+    #[serde(default)]
+    pub lat_ratio: Option<f64>,
 }
 
 /// What the pairs were run with, and what they were judged against.
@@ -113,8 +140,11 @@ pub struct FabricSettings {
     pub expect_bw_gbps: Option<f64>,
     pub expect_lat_us: Option<f64>,
     pub timeout_s: f64,
-    /// Pairs whose error counters rose are flagged (off with --no-counter-check).
+    /// Error counters are judged (off with --no-counter-check).
     pub counter_check: bool,
+    /// --max-error-delta: the counter rise a pair may show (None: judged against the run's pairs).
+    #[serde(default)]
+    pub max_error_delta: Option<u64>,
 }
 
 /// A whole fabric run, as rank 0 reports it.
@@ -125,9 +155,24 @@ pub struct FabricReport {
     pub duration_s: f64,
     pub hosts: Vec<HostInfo>,
     pub pairs: Vec<PairResult>,
-    /// The medians the ratios are taken against (first-pass pairs only).
+    /// The references the ratios are taken against: the median of the hosts' median figures
+    /// (scheduled pairs only).
     pub median_bw_gbps: Option<f64>,
     pub median_lat_us: Option<f64>,
+    /// The run's noise: the figures' spread around their hosts' medians (0.05 is 5 %).
+    #[serde(default)]
+    pub bw_spread: Option<f64>,
+    #[serde(default)]
+    pub lat_spread: Option<f64>,
+    /// Each error counter's fence: a pair is flagged when its rise is above it.
+    #[serde(default)]
+    pub counter_fence: BTreeMap<String, u64>,
+    /// Fabric-wide findings.
+    #[serde(default)]
+    pub findings: Vec<Finding>,
+    /// What the verdict could not judge (too few hosts), a sentence each.
+    #[serde(default)]
+    pub limits: Vec<String>,
     pub suspects: Suspects,
     pub suspect_notes: Vec<SuspectNote>,
     pub host_summary: Vec<HostSummary>,
@@ -138,11 +183,16 @@ pub struct FabricReport {
 }
 
 impl FabricReport {
-    /// Whether anything is flagged: a suspect, a flagged pair, or a missing rank.
+    /// Whether anything fails the run: a suspect, a failing fabric-wide finding, a failed test
+    /// or a missing rank.
     pub fn anything_flagged(&self) -> bool {
         !self.suspects.is_empty()
             || !self.missing.is_empty()
-            || self.pairs.iter().any(|p| p.flagged && !p.retested)
+            || self.findings.iter().any(|f| f.fails)
+            || self
+                .pairs
+                .iter()
+                .any(|p| p.error.is_some() && !p.retested)
     }
 }
 
@@ -194,62 +244,156 @@ fn matrix(
     finish(&t)
 }
 
-/// The text report: the plan's outcome, matrices, per-host summary, suspects.
+/// Above this many hosts the text report shows histograms instead of host x host matrices.
+pub const MATRIX_MAX_HOSTS: usize = 16;
+/// Rows of the per-host table and of the flagged pairs the text shows at most.
+pub const TEXT_MAX_ROWS: usize = 20;
+
+/// The pairs' figures over the reference, counted into buckets, one line each.
+fn histogram(out: &mut String, title: &str, ratios: &[f64], edges: &[f64]) {
+    if ratios.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\n{title}");
+    let mut counts = vec![0usize; edges.len() + 1];
+    for r in ratios {
+        counts[edges.iter().take_while(|e| *r >= **e).count()] += 1;
+    }
+    let most = counts.iter().copied().max().unwrap_or(1).max(1);
+    for (i, n) in counts.iter().enumerate() {
+        let label = match i {
+            0 => format!("      < {:.2}", edges[0]),
+            i if i == edges.len() => format!("     >= {:.2}", edges[i - 1]),
+            i => format!("{:.2} - {:.2}", edges[i - 1], edges[i]),
+        };
+        let bar = "#".repeat((n * 40).div_ceil(most));
+        let _ = writeln!(out, "  {label}  {n:>8}  {bar}");
+    }
+}
+
+/// The text report: the plan's outcome, matrices (or histograms for many hosts), the per-host
+/// summary, fabric-wide findings, suspects and the verdict.
 pub fn fabric_text(r: &FabricReport, style: Style) -> String {
     let s = &r.settings;
     let mut out = String::new();
+    let scheduled: Vec<&PairResult> = r.pairs.iter().filter(|p| !p.retested).collect();
     let _ = writeln!(
         out,
         "fabric: {} hosts, {} pairs in {} rounds ({}), {:.1} s",
         r.hosts.len(),
-        r.pairs.iter().filter(|p| !p.retested).count(),
+        scheduled.len(),
         r.rounds,
         s.pattern,
         r.duration_s
     );
+    let spread = |v: Option<f64>| v.map_or(String::new(), |v| format!(", noise {:.1} %", 100.0 * v));
+    let _ = writeln!(
+        out,
+        "judged against: the median of the hosts' medians (bandwidth {} Gb/s{}, latency {} us{}); \
+         slow below {} x, high above {} x, and beyond the noise; error counters {}",
+        fmt_opt(r.median_bw_gbps, 3),
+        spread(r.bw_spread),
+        fmt_opt(r.median_lat_us, 1),
+        spread(r.lat_spread),
+        s.min_bw_ratio,
+        s.max_lat_ratio,
+        match (s.counter_check, s.max_error_delta) {
+            (false, _) => "not judged (--no-counter-check)".to_string(),
+            (true, Some(n)) => format!("above +{n} (--max-error-delta)"),
+            (true, None) => "above the run's own fence".to_string(),
+        }
+    );
     let tested = |t: &str| s.tests.iter().any(|x| x == t);
+    let matrices = r.hosts.len() <= MATRIX_MAX_HOSTS;
     if tested("bw") {
-        let _ = writeln!(
-            out,
-            "\nbandwidth, Gb/s (row host sending to column host; {} B x {}; median {}; * flagged)",
-            s.bw_size,
-            s.bw_iterations,
-            fmt_opt(r.median_bw_gbps, 3)
-        );
-        out.push_str(&matrix(
-            r,
-            style,
-            "from \\ to",
-            |p, fwd| if fwd { p.bw_gbps } else { p.bw_gbps_reverse },
-            3,
-        ));
+        if matrices {
+            let _ = writeln!(
+                out,
+                "\nbandwidth, Gb/s (row host sending to column host; {} B x {}; * flagged)",
+                s.bw_size, s.bw_iterations,
+            );
+            out.push_str(&matrix(
+                r,
+                style,
+                "from \\ to",
+                |p, fwd| if fwd { p.bw_gbps } else { p.bw_gbps_reverse },
+                3,
+            ));
+        } else if let Some(reference) = r.median_bw_gbps {
+            let ratios: Vec<f64> = scheduled
+                .iter()
+                .flat_map(|p| [p.bw_gbps, p.bw_gbps_reverse])
+                .flatten()
+                .map(|v| v / reference)
+                .collect();
+            histogram(
+                &mut out,
+                &format!(
+                    "bandwidth of {} directions over the reference ({} B x {}; matrices in --json, --csv)",
+                    ratios.len(),
+                    s.bw_size,
+                    s.bw_iterations
+                ),
+                &ratios,
+                &[0.5, 0.7, 0.8, 0.9, 0.95, 1.05, 1.1, 1.3],
+            );
+        }
     }
     if tested("lat") {
-        let _ = writeln!(
-            out,
-            "\nlatency, us (median half round trip; {} B x {}; median {}; * flagged)",
-            s.lat_size,
-            s.lat_iterations,
-            fmt_opt(r.median_lat_us, 1)
-        );
-        out.push_str(&matrix(r, style, "host", |p, _| p.lat_us, 1));
+        if matrices {
+            let _ = writeln!(
+                out,
+                "\nlatency, us (median half round trip; {} B x {}; * flagged)",
+                s.lat_size, s.lat_iterations,
+            );
+            out.push_str(&matrix(r, style, "host", |p, _| p.lat_us, 1));
+        } else if let Some(reference) = r.median_lat_us {
+            let ratios: Vec<f64> = scheduled
+                .iter()
+                .filter_map(|p| p.lat_us)
+                .map(|v| v / reference)
+                .collect();
+            histogram(
+                &mut out,
+                &format!("latency of {} pairs over the reference", ratios.len()),
+                &ratios,
+                &[0.8, 0.95, 1.05, 1.2, 1.5, 2.0, 5.0],
+            );
+        }
     }
-    let mut t = style.table(&["host", "pairs", "flagged", "median Gb/s", "median us"]);
-    for h in &r.host_summary {
+    let mut t = style.table(&[
+        "host",
+        "pairs",
+        "flagged",
+        "median Gb/s",
+        "x ref",
+        "median us",
+        "x ref",
+    ]);
+    for h in r.host_summary.iter().take(TEXT_MAX_ROWS) {
         t.add_row(vec![
             h.host.clone(),
             h.pairs.to_string(),
             h.flagged.to_string(),
             fmt_opt(h.median_bw_gbps, 3),
+            fmt_opt(h.bw_ratio, 2),
             fmt_opt(h.median_lat_us, 1),
+            fmt_opt(h.lat_ratio, 2),
         ]);
     }
-    out.push_str("\nper host\n");
+    out.push_str("\nper host (lowest bandwidth first)\n");
     out.push_str(&finish(&t));
+    if r.host_summary.len() > TEXT_MAX_ROWS {
+        let _ = writeln!(
+            out,
+            "  ... and {} more hosts (all in --json, --csv)",
+            r.host_summary.len() - TEXT_MAX_ROWS
+        );
+    }
     let flagged: Vec<&PairResult> = r.pairs.iter().filter(|p| p.flagged).collect();
     if !flagged.is_empty() {
         out.push_str("\nflagged pairs\n");
-        for p in flagged {
+        for p in flagged.iter().take(TEXT_MAX_ROWS) {
             let _ = writeln!(
                 out,
                 "  {} - {}{} (round {}): {}",
@@ -260,15 +404,38 @@ pub fn fabric_text(r: &FabricReport, style: Style) -> String {
                 p.reason.as_deref().unwrap_or("flagged")
             );
         }
+        if flagged.len() > TEXT_MAX_ROWS {
+            let _ = writeln!(
+                out,
+                "  ... and {} more (all in --json, --csv)",
+                flagged.len() - TEXT_MAX_ROWS
+            );
+        }
+    }
+    if !r.findings.is_empty() {
+        out.push_str("\nfabric-wide\n");
+        for f in &r.findings {
+            let _ = writeln!(
+                out,
+                "  [{}] {}{}",
+                f.rule,
+                f.text,
+                if f.fails { "" } else { " (information)" }
+            );
+        }
+    }
+    for l in &r.limits {
+        let _ = writeln!(out, "\nlimit: {l}");
     }
     if !r.suspect_notes.is_empty() {
         out.push_str("\nsuspects (each retested once against hosts that passed)\n");
         for n in &r.suspect_notes {
             let _ = writeln!(
                 out,
-                "  {} {}: {}{}; {}",
+                "  {} {} [{}]: {}{}; {}",
                 n.kind,
                 n.name,
+                n.rule,
                 n.reason,
                 match &n.retest {
                     Some(t) => format!("; retest: {t}"),
@@ -281,29 +448,45 @@ pub fn fabric_text(r: &FabricReport, style: Style) -> String {
     for m in &r.missing_reasons {
         let _ = writeln!(out, "\nmissing: {m}");
     }
-    let verdict = if r.suspects.is_empty() && r.missing.is_empty() {
-        if r.pairs.iter().any(|p| p.flagged && !p.retested) {
-            "verdict: flagged pairs cleared on retest, no suspects".to_string()
+    let failing: Vec<&Finding> = r.findings.iter().filter(|f| f.fails).collect();
+    let failed_pairs = scheduled.iter().filter(|p| p.error.is_some()).count();
+    let mut parts = Vec::new();
+    if !r.suspects.hosts.is_empty() {
+        parts.push(format!("suspect host(s) {}", r.suspects.hosts.join(", ")));
+    }
+    if !r.suspects.links.is_empty() {
+        let links: Vec<String> = r
+            .suspects
+            .links
+            .iter()
+            .map(|[a, b]| format!("{a} - {b}"))
+            .collect();
+        parts.push(format!("suspect link(s) {}", links.join(", ")));
+    }
+    for g in &r.suspects.groups {
+        parts.push(format!(
+            "suspect group of {} hosts {} (a shared switch or uplink)",
+            g.len(),
+            g.join(", ")
+        ));
+    }
+    for f in &failing {
+        parts.push(format!("fabric-wide: {} on {} pairs", f.rule, f.pairs));
+    }
+    if failed_pairs > 0 && r.suspects.is_empty() && failing.is_empty() {
+        parts.push(format!("{failed_pairs} pair(s) failed"));
+    }
+    if !r.missing.is_empty() {
+        parts.push(format!("missing {}", r.missing.join(", ")));
+    }
+    let verdict = if parts.is_empty() {
+        if r.pairs.iter().any(|p| p.flagged && !p.retested) || !r.suspect_notes.is_empty() {
+            "verdict: no suspects (flagged pairs did not make a suspect, or cleared on retest)"
+                .to_string()
         } else {
             "verdict: no suspects".to_string()
         }
     } else {
-        let mut parts = Vec::new();
-        if !r.suspects.hosts.is_empty() {
-            parts.push(format!("suspect host(s) {}", r.suspects.hosts.join(", ")));
-        }
-        if !r.suspects.links.is_empty() {
-            let links: Vec<String> = r
-                .suspects
-                .links
-                .iter()
-                .map(|[a, b]| format!("{a} - {b}"))
-                .collect();
-            parts.push(format!("suspect link(s) {}", links.join(", ")));
-        }
-        if !r.missing.is_empty() {
-            parts.push(format!("missing {}", r.missing.join(", ")));
-        }
         format!("verdict: {}", parts.join("; "))
     };
     let _ = writeln!(out, "\n{verdict}");
@@ -424,6 +607,27 @@ pub fn fabric_prometheus(r: &FabricReport) -> String {
             .collect(),
     );
     gauge(
+        "rdmadiag_fabric_suspect_group_host",
+        "1 for each host of a suspect group (fast among themselves, slow to the rest).",
+        r.suspects
+            .groups
+            .iter()
+            .enumerate()
+            .flat_map(|(i, g)| {
+                g.iter()
+                    .map(move |h| (format!("group=\"{i}\",host=\"{}\"", label(h)), 1.0))
+            })
+            .collect(),
+    );
+    gauge(
+        "rdmadiag_fabric_findings",
+        "Fabric-wide findings that fail the run.",
+        vec![(
+            String::new(),
+            r.findings.iter().filter(|f| f.fails).count() as f64,
+        )],
+    );
+    gauge(
         "rdmadiag_fabric_missing_ranks",
         "Ranks that did not join or left mid-run.",
         vec![(String::new(), r.missing.len() as f64)],
@@ -475,6 +679,7 @@ mod tests {
                 expect_lat_us: None,
                 timeout_s: 30.0,
                 counter_check: true,
+                max_error_delta: None,
             },
             rounds: 3,
             duration_s: 1.0,
@@ -485,9 +690,15 @@ mod tests {
             ],
             median_bw_gbps: Some(1.0),
             median_lat_us: Some(10.0),
+            bw_spread: Some(0.05),
+            lat_spread: Some(0.05),
+            counter_fence: BTreeMap::new(),
+            findings: vec![],
+            limits: vec![],
             suspects: Suspects {
                 hosts: vec!["c,\"x\"".into()],
                 links: vec![],
+                groups: vec![],
             },
             suspect_notes: vec![],
             host_summary: vec![],
