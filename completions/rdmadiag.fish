@@ -41,7 +41,7 @@ complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "lat" -d 'Latency 
 complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "write" -d 'Diagnose RDMA WRITE: write a patterned buffer into the peer and verify every byte'
 complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "read" -d 'Diagnose RDMA READ: read the peer\'s patterned buffer and verify every byte'
 complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "check" -d 'Node health check: ports up at the expected rate, error counters still, short loopback and peer tests; table, NHC lines, JSON or Prometheus; can drain a Slurm node'
-complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "fabric" -d 'Test every link of a cluster in parallel rounds of pairs (bw both ways, lat), launched by srun, mpirun or --hosts, and name the slow or failing host or link'
+complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "fabric" -d 'Test every link of a cluster in parallel rounds of pairs (bw both ways, lat), launched by srun, mpirun or --hosts, and name the slow or failing host, link or group'
 complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand devices" -s d -l device -d 'Show only this device (e.g. mlx5_0, rxe0)' -r -f -a "(__fish_rdmadiag_devices)"
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand devices" -l json -d 'Print one JSON document instead of tables (schema: rdmadiag-json(7))'
@@ -246,15 +246,16 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -s n -l iters 
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -s i -l ib-port -d 'Use this port of the device (1-based)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -s x -l gid-index -d 'Use this GID index' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l seed -d 'Seed of --pattern quick\'s matchings (the same on every rank)' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l min-bw-ratio -d 'Flag a pair whose bandwidth is below this fraction of the fabric\'s median' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l max-lat-ratio -d 'Flag a pair whose latency is above this multiple of the fabric\'s median' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l min-bw-ratio -d 'A host, link or group is slow when its bandwidth is below this fraction of the reference (the median of the hosts\' median bandwidths) and beyond the run\'s noise' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l max-lat-ratio -d 'A host or link is slow when its latency is above this multiple of the reference (the median of the hosts\' median latencies) and beyond the run\'s noise' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l expect-bw -d 'Also flag a pair whose bandwidth (either direction) is below this rate (10Gb/s, 1GB/s)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l expect-lat -d 'Also flag a pair whose latency is above this (5us, 1ms)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l max-error-delta -d 'Flag a pair whose error counter rose by more than N (default: a rise above what the run\'s own pairs show, Q3 + 3 x max(IQR, Q3, 1))' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l timeout -d 'The bound on each wait: joining the coordinator, each wait of a pair test for its peer; a round may last a few times this. A bare number is seconds' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l csv -d 'Write one CSV row per pair to FILE (rank 0)' -r -F
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l prometheus -d 'Write Prometheus metrics to FILE, atomically (for node_exporter\'s textfile collector)' -r -F
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -s d -l device -d 'Use this RDMA device (default: the first with an active port)' -r -f -a "(__fish_rdmadiag_devices)"
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l no-counter-check -d 'Do not flag a pair because its error counters rose (they are still read and reported): for a fabric whose links retransmit as a matter of course, such as Soft-RoCE under load'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l no-counter-check -d 'Do not judge the error counters (they are still read and reported)'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l allow-missing -d 'Go on without ranks missing at the rendezvous (they are named, and the run exits 3)'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l no-retest -d 'Do not retest suspects against hosts that passed'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -s v -l verbose -d 'Other ranks print a line per round on stderr; rank 0 adds status lines'
@@ -269,5 +270,5 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_s
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read check fabric help" -f -a "write" -d 'Diagnose RDMA WRITE: write a patterned buffer into the peer and verify every byte'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read check fabric help" -f -a "read" -d 'Diagnose RDMA READ: read the peer\'s patterned buffer and verify every byte'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read check fabric help" -f -a "check" -d 'Node health check: ports up at the expected rate, error counters still, short loopback and peer tests; table, NHC lines, JSON or Prometheus; can drain a Slurm node'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read check fabric help" -f -a "fabric" -d 'Test every link of a cluster in parallel rounds of pairs (bw both ways, lat), launched by srun, mpirun or --hosts, and name the slow or failing host or link'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read check fabric help" -f -a "fabric" -d 'Test every link of a cluster in parallel rounds of pairs (bw both ways, lat), launched by srun, mpirun or --hosts, and name the slow or failing host, link or group'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read check fabric help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

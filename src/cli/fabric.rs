@@ -127,8 +127,12 @@ pub struct FabricArgs {
     pub no_counter_check: bool,
 
     /// Flag a pair whose error counter rose by more than N (default: a rise above what the
-    /// run's own pairs show, Q3 + 3 x IQR).
-    #[arg(long = "max-error-delta", value_name = "N", help_heading = "Thresholds")]
+    /// run's own pairs show, Q3 + 3 x max(IQR, Q3, 1)).
+    #[arg(
+        long = "max-error-delta",
+        value_name = "N",
+        help_heading = "Thresholds"
+    )]
     pub max_error_delta: Option<u64>,
 
     /// Go on without ranks missing at the rendezvous (they are named, and the run exits 3).
@@ -160,3 +164,49 @@ pub struct FabricArgs {
     #[command(flatten)]
     pub output: OutputArgs,
 }
+
+/// `fabric --help`'s and the man page's description: what the command does, then the verdict's
+/// rules with their defaults, and what they cannot see.
+pub const FABRIC_ABOUT: &str = "\
+Test every link of a cluster in parallel rounds of pairs (bw both ways, lat), launched by srun, \
+mpirun or --hosts, and name the slow or failing host, link or group.
+
+The verdict (on the scheduled pairs; a pair with a missing rank judges no one):
+
+Reference and noise. Each host's score is the median of its own figures (bandwidth both ways; \
+latency). The reference is the median of the hosts' scores, taken again without the hosts already \
+beyond the ratio, so fewer than half the hosts cannot move it. The noise is the spread of each \
+host's figures around its own median, pooled over the hosts. A figure stands out when it is \
+beyond the ratio and beyond the noise: at least 4 standard errors of a median of that many \
+figures, more with many tests (a 1 % chance over all of them).
+
+bw-host, bw-send, bw-recv: a host whose score (or one direction's) is below --min-bw-ratio \
+(default 0.9) x the reference and stands out. Found worst first; each next host is judged on \
+its pairs with hosts not found yet, so a slow host does not make its partners look slow. Needs \
+4 hosts, and 4 figures a host (5 for one direction).
+
+bw-group: slow hosts that are faster among themselves than to the rest, beyond the noise: a \
+switch, an uplink or a partition, reported once instead of host by host.
+
+bw-link: a pair that is slow (its two directions' geometric mean) while both its hosts are \
+fine elsewhere.
+
+lat-host, lat-link: the same for latency above --max-lat-ratio (default 1.5) x the reference.
+
+counters: a pair whose error counter rose above what the run's own pairs show, Q3 + 3 x \
+max(IQR, Q3, 1) over the pairs (or above --max-error-delta N). A counter that rose on half the \
+pairs or more is one line of fabric-wide information (Soft-RoCE retransmits on every pair).
+
+failure, counters, expect-bw, expect-lat: a host with most of its pairs (two or more) flagged \
+by the rule is a suspect host, a lone flagged pair a suspect link; when most pairs are flagged \
+by one rule (4 hosts or more) it is one failing fabric-wide finding instead of every host.
+
+Retests: each suspect runs once more (a host against a host that passed, a link again, a group's \
+first member against a host outside it) and stays a suspect when the retest is still beyond the \
+ratio (or failed, or could not run); a passing slowdown (a busy host) retests at full rate.
+
+What it cannot see: with 2 or 3 hosts the ratio rules are off (which end of a slow pair is slow \
+cannot be told; the output says so): use --expect-bw and --expect-lat. A fault shared by more \
+than half the hosts becomes the reference: only --expect-bw/--expect-lat see it. A slowdown \
+within the noise or above the ratio; and with --pattern ring or quick, the pairs not scheduled \
+(a group needs pairs inside it).";

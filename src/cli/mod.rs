@@ -71,8 +71,8 @@ pub enum Command {
     #[command(after_help = EXIT_CODES_HELP)]
     Check(CheckArgs),
     /// Test every link of a cluster in parallel rounds of pairs (bw both ways, lat), launched by
-    /// srun, mpirun or --hosts, and name the slow or failing host or link.
-    #[command(after_help = EXIT_CODES_HELP)]
+    /// srun, mpirun or --hosts, and name the slow or failing host, link or group.
+    #[command(after_help = EXIT_CODES_HELP, long_about = fabric::FABRIC_ABOUT)]
     Fabric(FabricArgs),
 }
 

@@ -484,54 +484,34 @@ pub fn coordinate(
     }
 
     let missing_names: BTreeSet<String> = run.gone.keys().map(|r| run.label(*r)).collect();
-    let reference = verdict::reference(&pairs, &missing_names, &cfg.thresholds);
-    verdict::flag(&mut pairs, &reference, &cfg.thresholds);
-    let judgement = verdict::classify(&pairs, &missing_names, &reference, &cfg.thresholds);
-    let suspects = &judgement.suspects;
+    let ranks: Vec<(u32, String)> = run
+        .hosts
+        .iter()
+        .map(|(r, h)| (*r, h.host.clone()))
+        .collect();
     let mut rounds = total as u32;
-    let mut retest_results: Vec<PairResult> = Vec::new();
-    let planned: Vec<Option<Pair>> = if cfg.retest && !suspects.is_empty() {
-        let ranks: Vec<(u32, String)> = run
-            .hosts
-            .iter()
-            .map(|(r, h)| (*r, h.host.clone()))
-            .collect();
-        verdict::retest_pairs(suspects, &ranks, &missing_names)
-    } else {
-        vec![None; suspects.len()]
-    };
-    let unique: Vec<Pair> = planned
-        .iter()
-        .flatten()
-        .copied()
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    let retest_rounds = pack(cfg.size, unique);
-    for (i, rp) in retest_rounds.iter().enumerate() {
-        rounds += 1;
-        retest_results.extend(run.round(rounds, rp, true)?);
-        progress.round_done(total + i + 1, total + retest_rounds.len());
-    }
-    verdict::flag(&mut retest_results, &reference, &cfg.thresholds);
-    let retests: Vec<Option<&PairResult>> = planned
-        .iter()
-        .map(|p| {
-            p.and_then(|(a, b)| {
-                retest_results
-                    .iter()
-                    .find(|r| r.a_rank == a && r.b_rank == b)
-            })
-        })
-        .collect();
-    let (final_suspects, notes) =
-        verdict::conclude(suspects, &retests, &reference, &cfg.thresholds);
-    pairs.extend(retest_results);
+    let v = verdict::judge(
+        &mut pairs,
+        &ranks,
+        &missing_names,
+        &cfg.thresholds,
+        cfg.retest,
+        |unique| {
+            let packed = pack(cfg.size, unique);
+            let mut out = Vec::new();
+            for (i, rp) in packed.iter().enumerate() {
+                rounds += 1;
+                out.extend(run.round(rounds, rp, true)?);
+                progress.round_done(total + i + 1, total + packed.len());
+            }
+            Ok::<_, anyhow::Error>(out)
+        },
+    )?;
 
     let missing: Vec<String> = run.gone.keys().map(|r| run.label(*r)).collect();
     let missing_reasons: Vec<String> = run.gone.values().cloned().collect();
-    let flagged = !final_suspects.is_empty()
-        || judgement.findings.iter().any(|f| f.fails)
+    let flagged = !v.suspects.is_empty()
+        || v.findings.iter().any(|f| f.fails)
         || pairs.iter().any(|p| !p.retested && p.error.is_some());
     let exit_code = if !missing.is_empty() && !cfg.allow_missing {
         crate::exit::FAILURE
@@ -550,11 +530,11 @@ pub fn coordinate(
         hosts: run.hosts.into_values().collect(),
         pairs,
         rounds,
-        reference,
-        findings: judgement.findings,
-        limits: judgement.limits,
-        suspects: final_suspects,
-        notes,
+        reference: v.reference,
+        findings: v.findings,
+        limits: v.limits,
+        suspects: v.suspects,
+        notes: v.notes,
         missing,
         missing_reasons,
         exit_code,

@@ -5,9 +5,16 @@
 //! --test-threads=1` in ONE 4-guest lab. Every rank runs through a small shell wrapper that keeps
 //! its exit status, stdout and stderr in a directory all guests see (the lab's guests share this
 //! machine's /tmp), so rank 0's report and every rank's status can be checked separately.
-//! Impairments (scripts/lib/lab-impair) are large (3 Mb/s against 25-65 Mb/s unimpaired) and
-//! the thresholds loose, because 4 TCG guests on 2 host cores are noisy: the tests assert
-//! classifications, never figures.
+//! Every run is `rdmadiag fabric --json` at its defaults (64 KiB bandwidth, 2-byte latency, the
+//! verdict's default ratios and counter rule): what a new user runs. Impairments
+//! (scripts/lib/lab-impair) are 30 Mb/s, about half of what an unimpaired pair moves here
+//! (0.046-0.096 Gb/s a direction under TCG), as a degraded host or link would be. The tests
+//! assert classifications, never figures.
+//!
+//! Measured in this lab: rxe0 under TCG retransmits in every pair, impaired or not
+//! (completer_retry_err and duplicate_request +1..+13 a pair: 4 single-vCPU guests on 2 host
+//! cores miss the QPs' ACK timeout now and then). The verdict must report that once, as
+//! fabric-wide information, not as suspects.
 
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -17,27 +24,8 @@ use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_rdmadiag");
 const HOSTS: [&str; 4] = ["fab1", "fab2", "fab3", "fab4"];
-/// Small, quick pair tests: 32 KiB messages, few of them.
-const SIZES: [&str; 6] = ["--tests", "bw,lat", "-s", "32K", "-n", "64"];
-/// Loose verdict thresholds, measured in this lab: unimpaired pairs under TCG differ by up to 2.5x
-/// (0.026 to 0.063 Gb/s in one run), and with one slow host of 4, half the directions are slow, so
-/// the fabric median falls between slow and fast: a slow pair is flagged (bw < R x median) only
-/// when it is below R/(2-R) of the slowest healthy one. R = 0.4 with a 3 Mb/s impairment (about 7x
-/// below the slowest healthy pair) leaves margin both ways; 10 Mb/s with R = 0.5 was flagged in
-/// one run and not in the next. Latency under TCG is bimodal (0.4-0.7 ms or 4 ms for the same
-/// pairs, by scheduling), so its ratio is set where it never judges. No counter check: measured in this lab, rxe0 under TCG retransmits in every
-/// pair, impaired or not (completer_retry_err and duplicate_request +1..+8 per healthy pair: 4
-/// single-vCPU guests on 2 host cores miss the QPs' 67 ms ACK timeout now and then), so every pair
-/// would be flagged and every host a suspect. The counters are still read and reported.
-const THRESHOLDS: [&str; 5] = [
-    "--min-bw-ratio",
-    "0.4",
-    "--max-lat-ratio",
-    "20",
-    "--no-counter-check",
-];
-/// The impairments' rate (a tc rate).
-const SLOW: &str = "3mbit";
+/// The impairments' rate (a tc rate): about half an unimpaired pair's bandwidth.
+const SLOW: &str = "30mbit";
 /// The most a whole `srun` of the fabric may take before the test calls it a hang.
 const RUN_DEADLINE: Duration = Duration::from_secs(240);
 
@@ -284,14 +272,66 @@ fn fabric(launch: Launch, args: &[&str], kill_rank: Option<u32>) -> FabricRun {
     }
 }
 
-/// The usual arguments plus `extra`.
+/// The arguments: the defaults plus `extra` (launch and wait bounds only, never the verdict's).
 fn args<'a>(extra: &[&'a str]) -> Vec<&'a str> {
-    SIZES
+    extra.to_vec()
+}
+
+fn suspect_groups(v: &Value) -> usize {
+    v["suspects"]["groups"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no suspects.groups array: {v}"))
+        .len()
+}
+
+/// The rule of each suspect note, by its name.
+fn note_rules(v: &Value) -> Vec<(String, String)> {
+    v["suspect_notes"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no suspect_notes array: {v}"))
         .iter()
-        .chain(THRESHOLDS.iter())
-        .copied()
-        .chain(extra.iter().copied())
+        .map(|n| {
+            (
+                n["name"].as_str().unwrap_or("?").to_string(),
+                n["rule"].as_str().unwrap_or("?").to_string(),
+            )
+        })
         .collect()
+}
+
+/// No finding fails the run, and every counter that rose on half the scheduled pairs or more is
+/// named in a fabric-wide information finding (rxe's retransmits), not in a suspect.
+fn assert_counters_are_information(v: &Value) {
+    let findings = v["findings"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no findings array: {v}"));
+    assert!(
+        findings.iter().all(|f| f["fails"] == Value::Bool(false)),
+        "a failing fabric-wide finding: {findings:?}"
+    );
+    let pairs = first_results(v);
+    let mut rose: std::collections::BTreeMap<String, usize> = Default::default();
+    for p in &pairs {
+        let mut names = BTreeSet::new();
+        if let Some(hosts) = p["counters"].as_object() {
+            for c in hosts.values().filter_map(Value::as_object) {
+                names.extend(c.keys().cloned());
+            }
+        }
+        for n in names {
+            *rose.entry(n).or_default() += 1;
+        }
+    }
+    for (name, n) in rose.iter().filter(|(_, n)| 2 * **n >= pairs.len()) {
+        assert!(
+            findings.iter().any(|f| f["rule"] == "counters"
+                && f["text"]
+                    .as_str()
+                    .is_some_and(|t| t.contains(name.as_str()))),
+            "{name} rose on {n} of {} pairs but no counters finding names it: {findings:?}",
+            pairs.len()
+        );
+    }
 }
 
 /// The unordered pair {a, b} of a JSON pair or link.
@@ -423,8 +463,8 @@ fn a_healthy_fabric_has_six_pairs_and_no_suspects() {
     );
     assert_hosts(&v);
     assert_all_six_pairs(&v);
+    assert_counters_are_information(&v);
     for p in first_results(&v) {
-        assert_eq!(p["flagged"], false, "a healthy pair was flagged: {p}");
         assert!(
             p["bw_gbps"].as_f64().is_some_and(|b| b > 0.0),
             "pair without bandwidth: {p}"
@@ -436,6 +476,7 @@ fn a_healthy_fabric_has_six_pairs_and_no_suspects() {
     }
     assert!(suspect_hosts(&v).is_empty(), "suspect hosts: {v}");
     assert!(suspect_links(&v).is_empty(), "suspect links: {v}");
+    assert_eq!(suspect_groups(&v), 0, "suspect groups: {v}");
     assert_eq!(v["missing"], serde_json::json!([]), "missing ranks: {v}");
     assert_others_quiet(&run);
     for (i, r) in run.ranks.iter().enumerate() {
@@ -464,17 +505,17 @@ fn b_a_slow_nic_makes_its_host_the_suspect() {
         "fab3's NIC is slow, it alone should be the suspect host\n{summary}{v}"
     );
     assert!(
-        suspect_links(&v).is_empty(),
-        "a slow NIC is not a bad link\n{summary}{v}"
+        suspect_links(&v).is_empty() && suspect_groups(&v) == 0,
+        "a slow NIC is neither a bad link nor a group\n{summary}{v}"
     );
-    for p in first_results(&v) {
-        let involves_fab3 = p["a"] == "fab3" || p["b"] == "fab3";
-        assert_eq!(
-            p["flagged"],
-            Value::Bool(involves_fab3),
-            "flagged should be exactly the pairs with fab3\n{summary}"
-        );
-    }
+    let rules = note_rules(&v);
+    assert!(
+        rules
+            .iter()
+            .any(|(n, r)| n == "fab3" && ["bw-host", "bw-send", "bw-recv"].contains(&r.as_str())),
+        "fab3 should be a suspect by a bandwidth host rule: {rules:?}"
+    );
+    assert_counters_are_information(&v);
 }
 
 #[test]
@@ -498,17 +539,15 @@ fn c_a_slow_link_is_the_suspect_link_not_a_host() {
         "only fab2<->fab4 is slow: it should be the one suspect link\n{summary}{v}"
     );
     assert!(
-        suspect_hosts(&v).is_empty(),
+        suspect_hosts(&v).is_empty() && suspect_groups(&v) == 0,
         "a slow link makes neither of its hosts a suspect\n{summary}{v}"
     );
-    for p in first_results(&v) {
-        let is_link = pair_key(p) == ("fab2".to_string(), "fab4".to_string());
-        assert_eq!(
-            p["flagged"],
-            Value::Bool(is_link),
-            "flagged should be exactly fab2-fab4\n{summary}"
-        );
-    }
+    let rules = note_rules(&v);
+    assert!(
+        rules.iter().any(|(_, r)| r == "bw-link"),
+        "the link should be a suspect by the bw-link rule: {rules:?}"
+    );
+    assert_counters_are_information(&v);
 }
 
 #[test]
@@ -599,8 +638,9 @@ fn e_hosts_list_without_a_launcher_finds_ranks_by_hostname() {
     assert_hosts(&v);
     assert_all_six_pairs(&v);
     assert!(
-        suspect_hosts(&v).is_empty() && suspect_links(&v).is_empty(),
+        suspect_hosts(&v).is_empty() && suspect_links(&v).is_empty() && suspect_groups(&v) == 0,
         "{v}"
     );
+    assert_counters_are_information(&v);
     assert_others_quiet(&run);
 }

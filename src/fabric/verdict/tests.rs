@@ -35,7 +35,12 @@ fn fabric(n: u32, bw: impl Fn(u32, u32) -> f64) -> Vec<PairResult> {
     let mut v = Vec::new();
     for a in 0..n {
         for b in a + 1..n {
-            let mut p = pair(a, b, 10.0 * bw(a, b) * wobble(a, b, 0), 5.0 * wobble(a, b, 2));
+            let mut p = pair(
+                a,
+                b,
+                10.0 * bw(a, b) * wobble(a, b, 0),
+                5.0 * wobble(a, b, 2),
+            );
             p.bw_gbps_reverse = Some(10.0 * bw(a, b) * wobble(a, b, 1));
             v.push(p);
         }
@@ -83,7 +88,10 @@ fn a_healthy_fabric_flags_nothing() {
     assert!(p.iter().all(|p| !p.flagged && p.reason.is_none()));
     let bw = r.bw_gbps.unwrap();
     assert!((bw - 10.0).abs() < 0.3, "{r:?}");
-    assert!(r.bw_spread.unwrap() > 0.0 && r.bw_spread.unwrap() < 0.03, "{r:?}");
+    assert!(
+        r.bw_spread.unwrap() > 0.0 && r.bw_spread.unwrap() < 0.03,
+        "{r:?}"
+    );
 }
 
 #[test]
@@ -91,18 +99,30 @@ fn four_hosts_one_host_at_half_is_the_only_suspect_and_the_reference_holds() {
     let mut p = fabric(4, |a, b| if a == 2 || b == 2 { 0.5 } else { 1.0 });
     let (r, j) = judge(&mut p);
     assert_eq!(hosts(&j), [("h2".to_string(), "bw-host")], "{j:?}");
-    assert!(links(&j).is_empty(), "its pairs are explained by the host: {j:?}");
-    assert!(r.bw_gbps.unwrap() > 9.0, "one slow host of 4 does not move it: {r:?}");
+    assert!(
+        links(&j).is_empty(),
+        "its pairs are explained by the host: {j:?}"
+    );
+    assert!(
+        r.bw_gbps.unwrap() > 9.0,
+        "one slow host of 4 does not move it: {r:?}"
+    );
     let reason = match &j.suspects[0] {
         Suspect::Host { reason, .. } => reason.clone(),
         _ => unreachable!(),
     };
-    assert!(reason.contains("0.5") && reason.contains("below 0.9 x"), "{reason}");
+    assert!(
+        reason.contains("0.5") && reason.contains("below 0.9 x"),
+        "{reason}"
+    );
 
     let ranks: Vec<(u32, String)> = (0..4).map(|r| (r, name(r))).collect();
     let plan = retest_pairs(&j.suspects, &ranks, &BTreeSet::new());
     let (x, y) = plan[0].unwrap();
-    assert!((x == 2) != (y == 2), "the suspect against another host: {plan:?}");
+    assert!(
+        (x == 2) != (y == 2),
+        "the suspect against another host: {plan:?}"
+    );
     let retest = |bw: f64| {
         let mut q = pair(x, y, bw, 5.0);
         q.retested = true;
@@ -151,7 +171,9 @@ fn a_group_fast_inside_slow_outside_is_one_finding() {
     let (_, j) = judge(&mut p);
     assert_eq!(j.suspects.len(), 1, "{j:?}");
     match &j.suspects[0] {
-        Suspect::Group { members, reason, .. } => {
+        Suspect::Group {
+            members, reason, ..
+        } => {
             let names: Vec<&str> = members.iter().map(|m| m.1.as_str()).collect();
             assert_eq!(names, ["h0", "h1", "h2", "h3"]);
             assert!(reason.contains("fast among themselves"), "{reason}");
@@ -169,7 +191,9 @@ fn noise_hides_what_it_can_explain() {
     assert!(r.bw_spread.unwrap() > 0.1, "{r:?}");
     assert!(j.suspects.is_empty(), "{j:?}");
     // ...while half the rate still stands out.
-    let mut p = fabric(6, |a, b| swing(a, b) * if a == 1 || b == 1 { 0.4 } else { 1.0 });
+    let mut p = fabric(6, |a, b| {
+        swing(a, b) * if a == 1 || b == 1 { 0.4 } else { 1.0 }
+    });
     let (_, j) = judge(&mut p);
     assert_eq!(hosts(&j), [("h1".to_string(), "bw-host")], "{j:?}");
 }
@@ -204,10 +228,15 @@ fn counters_rising_everywhere_are_information_and_an_outlier_is_flagged() {
 
     // One pair far above the others' rise is flagged: a link (its hosts are fine elsewhere).
     let b = p[2].b.clone();
-    p[2].counters
-        .insert(b, BTreeMap::from([("completer_retry_err".to_string(), 500)]));
+    p[2].counters.insert(
+        b,
+        BTreeMap::from([("completer_retry_err".to_string(), 500)]),
+    );
     let (_, j) = judge(&mut p);
-    assert!(p[2].flagged && p[2].reason.as_deref().unwrap().contains("+500"), "{p:?}");
+    assert!(
+        p[2].flagged && p[2].reason.as_deref().unwrap().contains("+500"),
+        "{p:?}"
+    );
     assert_eq!(links(&j), [(p[2].a.clone(), p[2].b.clone())], "{j:?}");
 
     // An explicit --max-error-delta judges every pair against it: most pairs above it are one
@@ -218,7 +247,10 @@ fn counters_rising_everywhere_are_information_and_an_outlier_is_flagged() {
     };
     let (_, j) = judge_with(&mut p, &t);
     assert!(j.suspects.is_empty(), "{j:?}");
-    assert!(j.findings.iter().any(|f| f.fails && f.rule == "counters"), "{j:?}");
+    assert!(
+        j.findings.iter().any(|f| f.fails && f.rule == "counters"),
+        "{j:?}"
+    );
     // --no-counter-check: reported, not judged.
     let t = Thresholds {
         counters: false,
@@ -238,7 +270,10 @@ fn an_absolute_floor_below_everything_is_fabric_wide() {
     let (_, j) = judge_with(&mut p, &t);
     assert!(j.suspects.is_empty(), "{j:?}");
     assert_eq!(j.findings.len(), 1);
-    assert!(j.findings[0].fails && j.findings[0].text.contains("10 of 10 pairs"), "{j:?}");
+    assert!(
+        j.findings[0].fails && j.findings[0].text.contains("10 of 10 pairs"),
+        "{j:?}"
+    );
 }
 
 #[test]
@@ -246,7 +281,10 @@ fn three_hosts_say_what_they_cannot_judge() {
     let mut p = fabric(3, |a, b| if a == 2 || b == 2 { 0.5 } else { 1.0 });
     let (_, j) = judge(&mut p);
     assert!(j.suspects.is_empty(), "{j:?}");
-    assert!(j.limits[0].contains("3 hosts: the ratio rules need 4"), "{j:?}");
+    assert!(
+        j.limits[0].contains("3 hosts: the ratio rules need 4"),
+        "{j:?}"
+    );
     // ...an absolute floor still judges, and a host whose tests fail is found by the failures.
     let t = Thresholds {
         expect_bw_gbps: Some(7.0),

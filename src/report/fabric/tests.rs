@@ -1,0 +1,103 @@
+use super::*;
+
+pub(crate) fn sample() -> FabricReport {
+    let host = |rank: u32, host: &str| HostInfo {
+        rank,
+        host: host.into(),
+        hostname: host.into(),
+        device: "rxe0".into(),
+        port: 1,
+        gid: "::ffff:10.0.0.1".into(),
+        address: "10.0.0.1".into(),
+        test_port: 40000,
+    };
+    let pair = |a: (u32, &str), b: (u32, &str), bw: f64, flagged: bool| PairResult {
+        a: a.1.into(),
+        b: b.1.into(),
+        a_rank: a.0,
+        b_rank: b.0,
+        round: 1,
+        bw_gbps: Some(bw),
+        bw_gbps_reverse: Some(bw),
+        lat_us: Some(10.0),
+        counters: BTreeMap::new(),
+        error: None,
+        flagged,
+        reason: flagged.then(|| "bandwidth 0.1 Gb/s, below 0.8 x the median".to_string()),
+        retested: false,
+    };
+    FabricReport {
+        settings: FabricSettings {
+            pattern: "all-pairs".into(),
+            tests: vec!["bw".into(), "lat".into()],
+            bw_size: 65536,
+            bw_iterations: 100,
+            lat_size: 2,
+            lat_iterations: 100,
+            min_bw_ratio: 0.8,
+            max_lat_ratio: 1.5,
+            expect_bw_gbps: None,
+            expect_lat_us: None,
+            timeout_s: 30.0,
+            counter_check: true,
+            max_error_delta: None,
+        },
+        rounds: 3,
+        duration_s: 1.0,
+        hosts: vec![host(0, "a"), host(1, "b"), host(2, "c,\"x\"")],
+        pairs: vec![
+            pair((0, "a"), (1, "b"), 1.0, false),
+            pair((0, "a"), (2, "c,\"x\""), 0.1, true),
+        ],
+        median_bw_gbps: Some(1.0),
+        median_lat_us: Some(10.0),
+        bw_spread: Some(0.05),
+        lat_spread: Some(0.05),
+        counter_fence: BTreeMap::new(),
+        findings: vec![],
+        limits: vec![],
+        suspects: Suspects {
+            hosts: vec!["c,\"x\"".into()],
+            links: vec![],
+            groups: vec![],
+        },
+        suspect_notes: vec![],
+        host_summary: vec![],
+        missing: vec![],
+        missing_reasons: vec![],
+    }
+}
+
+#[test]
+fn text_marks_flagged_cells_and_names_suspects() {
+    let t = fabric_text(&sample(), Style::plain());
+    assert!(t.contains("0.100*"), "{t}");
+    assert!(t.contains("1.000") && !t.contains("1.000*"), "{t}");
+    assert!(t.contains("verdict: suspect host(s) c,\"x\""), "{t}");
+}
+
+#[test]
+fn csv_has_one_row_per_pair_and_quotes_fields() {
+    let c = fabric_csv(&sample());
+    let lines: Vec<&str> = c.lines().collect();
+    assert_eq!(lines.len(), 3, "{c}");
+    assert!(lines[2].starts_with("a,\"c,\"\"x\"\"\",1,0.1,"), "{c}");
+}
+
+#[test]
+fn prometheus_lines_are_well_formed() {
+    let p = fabric_prometheus(&sample());
+    assert!(
+        p.contains("rdmadiag_fabric_bw_gbps{src=\"a\",dst=\"b\",round=\"1\"} 1"),
+        "{p}"
+    );
+    assert!(
+        p.contains("rdmadiag_fabric_suspect_host{host=\"c,\\\"x\\\"\"} 1"),
+        "{p}"
+    );
+    assert!(p.contains("rdmadiag_fabric_missing_ranks 0"), "{p}");
+    for line in p.lines().filter(|l| !l.starts_with('#')) {
+        let value = line.rsplit(' ').next().unwrap();
+        assert!(value.parse::<f64>().is_ok(), "{line}");
+    }
+}
