@@ -238,6 +238,14 @@ fn a_rank_with_the_wrong_key_or_none_is_refused_and_the_run_goes_on() {
     // An intruder speaking the old, unauthenticated protocol.
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     send(&mut s, &hello(1, 2)).unwrap();
+    let mut r = BufReader::new(s.try_clone().unwrap());
+    let mut buf = Vec::new();
+    let _: auth::Greeting = auth::read_plain(&mut r, &mut buf).unwrap();
+    let answer: ToRank = auth::read_plain(&mut r, &mut buf).unwrap();
+    assert!(
+        matches!(&answer, ToRank::Abort { reason } if reason.contains("unreadable line")),
+        "{answer:?}"
+    );
     let ranks = [
         rank_thread(0, 2, port, Auth::key(KEY)),
         rank_thread(1, 2, port, Auth::key(KEY)),
@@ -272,8 +280,8 @@ fn a_replayed_proof_or_line_and_a_forged_done_are_refused() {
     send(&mut s, &proof).unwrap();
     let (mut sealer, mut opener) = auth::channel(session, auth::Direction::ToCoordinator);
     let hello_line = sealer.seal(&hello(2, 3)).unwrap();
-    std::io::Write::write_all(&mut s, &hello_line).unwrap();
 
+    // (Before rank 2's hello: once every rank has joined, the port closes.)
     let mut replay = TcpStream::connect(("127.0.0.1", port)).unwrap();
     replay
         .set_read_timeout(Some(Duration::from_secs(30)))
@@ -287,6 +295,7 @@ fn a_replayed_proof_or_line_and_a_forged_done_are_refused() {
         matches!(&answer, ToRank::Abort { reason } if reason.contains("bad key")),
         "a replayed proof answers the wrong challenge: {answer:?}"
     );
+    std::io::Write::write_all(&mut s, &hello_line).unwrap();
 
     // Round 1 arrives; rank 2 answers with a forged `done` (figures changed, MAC kept).
     assert!(protocol::read_line(&mut lines, &mut buf).unwrap() > 0);
@@ -374,6 +383,11 @@ fn an_endless_line_is_cut_at_the_limit_and_the_run_goes_on() {
     }
     clean_two_rank_outcome(&coordinator.join().unwrap().unwrap());
     let sent = writer.join().unwrap();
+    println!(
+        "endless line: {} MiB sent before the coordinator hung up; peak RSS {} MiB",
+        sent >> 20,
+        status_kib("VmHWM:") / 1024
+    );
     assert!(
         sent < 8 << 20,
         "the coordinator closed the connection ({sent} bytes sent)"
@@ -392,6 +406,10 @@ fn too_many_connections_are_shed_and_the_run_goes_on() {
         .collect();
     std::thread::sleep(Duration::from_millis(500));
     let threads_during = status_kib("Threads:");
+    println!(
+        "2,000 connections: threads {threads_before} before, {threads_during} during; RSS {} MiB",
+        status_kib("VmRSS:") / 1024
+    );
     let ranks = [
         rank_thread(0, 2, port, Auth::key(KEY)),
         rank_thread(1, 2, port, Auth::key(KEY)),
