@@ -401,7 +401,7 @@ _rdmadiag() {
             return 0
             ;;
         rdmadiag__subcmd__fabric)
-            opts="-s -n -i -x -v -d -h -V --hosts --coordinator --pattern --tests --size --iters --ib-port --gid-index --seed --min-bw-ratio --max-lat-ratio --expect-bw --expect-lat --no-counter-check --max-error-delta --allow-missing --no-retest --timeout --csv --prometheus --verbose --json --device --help --version"
+            opts="-s -n -i -x -v -d -h -V --hosts --coordinator --pattern --tests --size --iters --ib-port --gid-index --seed --min-bw-ratio --max-lat-ratio --expect-bw --expect-lat --no-counter-check --max-error-delta --allow-missing --no-retest --timeout --csv --prometheus --verbose --key-file --insecure --bind --json --device --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -488,6 +488,14 @@ _rdmadiag() {
                     return 0
                     ;;
                 --prometheus)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --key-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --bind)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -254,11 +254,14 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l max-error-d
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l timeout -d 'The bound on each wait: joining the coordinator, each wait of a pair test for its peer; a round may last a few times this. A bare number is seconds' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l csv -d 'Write one CSV row per pair to FILE (rank 0)' -r -F
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l prometheus -d 'Write Prometheus metrics to FILE, atomically (for node_exporter\'s textfile collector)' -r -F
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l key-file -d 'Read the run\'s shared key from FILE (at least 16 bytes, mode 600; the same file on every rank). Only ranks that prove the run\'s credential join: this key, else RDMADIAG_FABRIC_KEY, else under srun a munge credential of the same uid and job step; with none of them the run refuses to start. Every later message is HMAC-signed' -r -F
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l bind -d 'Listen on this local address only (rank 0\'s coordinator and every rank\'s test port); default: every address, as perftest' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -s d -l device -d 'Use this RDMA device (default: the first with an active port)' -r -f -a "(__fish_rdmadiag_devices)"
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l no-counter-check -d 'Do not judge the error counters (they are still read and reported)'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l allow-missing -d 'Go on without ranks missing at the rendezvous (they are named, and the run exits 3)'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l no-retest -d 'Do not retest suspects against hosts that passed'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -s v -l verbose -d 'Other ranks print a line per round on stderr; rank 0 adds status lines'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l insecure -d 'Run without any credential: ANYONE who can reach rank 0\'s port during the rendezvous can join the run, claim a rank and report forged figures'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l json -d 'Print one JSON document instead of tables (schema: rdmadiag-json(7))'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -s V -l version -d 'Print version'

@@ -5,14 +5,18 @@
 //! `RDMADIAG_FABRIC_SIM_RANKS=512 cargo test --test fabric scale -- --nocapture` runs the scale
 //! case with 512 ranks (bench/fabric-coordinator.sh does); by default it runs 64.
 
-use rdmadiag::fabric::coordinator::{CoordinatorConfig, Outcome, Quiet, coordinate};
-use rdmadiag::fabric::protocol::{Hello, PairSide, ToCoordinator, ToRank, send};
+use rdmadiag::fabric::auth::{self, Auth};
+use rdmadiag::fabric::coordinator::{CoordinatorConfig, Outcome, Progress, Quiet, coordinate};
+use rdmadiag::fabric::protocol::{self, Hello, PairSide, ToCoordinator, ToRank, send};
 use rdmadiag::fabric::rank::{Identity, PairRunner, PairTest, RankConfig, run_rank};
 use rdmadiag::fabric::schedule::{Pattern, Schedule};
 use rdmadiag::fabric::verdict::Thresholds;
-use std::io::{BufRead, BufReader};
+use std::io::BufReader;
 use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
+
+/// The run's key in these tests.
+const KEY: &[u8] = b"test-key-0123456789abcdef";
 
 /// Measures nothing: bandwidth from a rule over the two ranks, a fixed latency, optionally a
 /// stall in one round.
@@ -69,6 +73,7 @@ fn config(size: u32, round_timeout: Duration) -> CoordinatorConfig {
         round_timeout,
         thresholds: Thresholds::default(),
         retest: true,
+        auth: Auth::key(KEY),
     }
 }
 
@@ -93,6 +98,7 @@ fn simulate(cfg: CoordinatorConfig, started: u32, stub: impl Fn(u32) -> Stub) ->
                         coordinator: ("127.0.0.1".into(), port),
                         connect_timeout: Duration::from_secs(30),
                         wait_timeout: wait,
+                        auth: Auth::key(KEY),
                     };
                     let test_port = TcpListener::bind("127.0.0.1:0").unwrap();
                     run_rank(&cfg, &runner, &test_port, &|_| {})
@@ -107,6 +113,323 @@ fn simulate(cfg: CoordinatorConfig, started: u32, stub: impl Fn(u32) -> Stub) ->
         codes,
         elapsed: start.elapsed(),
     }
+}
+
+/// A connection that went through the handshake by hand, to send what a real rank would not.
+struct Joined {
+    lines: BufReader<TcpStream>,
+    sealer: auth::Sealer,
+    opener: auth::Opener,
+}
+
+impl Joined {
+    fn new(s: &mut TcpStream, a: &Auth, rank: u32) -> Joined {
+        s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        let mut lines = BufReader::new(s.try_clone().unwrap());
+        let mut buf = Vec::new();
+        let g: auth::Greeting = auth::read_plain(&mut lines, &mut buf).unwrap();
+        let (proof, session) = auth::prove(a, rank, &g).unwrap();
+        send(s, &proof).unwrap();
+        let (sealer, opener) = auth::channel(session, auth::Direction::ToCoordinator);
+        Joined {
+            lines,
+            sealer,
+            opener,
+        }
+    }
+
+    /// The coordinator's next message (it must be sealed).
+    fn next(&mut self) -> ToRank {
+        let mut buf = Vec::new();
+        assert!(protocol::read_line(&mut self.lines, &mut buf).unwrap() > 0);
+        serde_json::from_slice(self.opener.open(&buf).unwrap()).unwrap()
+    }
+}
+
+fn hello(rank: u32, size: u32) -> ToCoordinator {
+    ToCoordinator::Hello(Hello {
+        rank,
+        size,
+        hostname: format!("intruder{rank}"),
+        device: "stub0".into(),
+        port: 1,
+        gid: "::1".into(),
+        address: None,
+        test_port: 9,
+    })
+}
+
+/// Collects what the coordinator refused.
+#[derive(Default)]
+struct Refusals(std::sync::Mutex<Vec<String>>);
+impl Progress for Refusals {
+    fn refused(&self, why: &str) {
+        self.0.lock().unwrap().push(why.to_string());
+    }
+}
+impl Refusals {
+    fn all(&self) -> String {
+        self.0.lock().unwrap().join("\n")
+    }
+}
+
+fn rank_thread(
+    rank: u32,
+    size: u32,
+    port: u16,
+    a: Auth,
+) -> std::thread::JoinHandle<anyhow::Result<u8>> {
+    std::thread::spawn(move || {
+        let cfg = RankConfig {
+            rank,
+            size,
+            hostname: format!("sim{rank}"),
+            coordinator: ("127.0.0.1".into(), port),
+            connect_timeout: Duration::from_secs(30),
+            wait_timeout: Duration::from_secs(60),
+            auth: a,
+        };
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let stub = Stub {
+            rank,
+            bw: even,
+            stall: None,
+        };
+        run_rank(&cfg, &stub, &l, &|_| {})
+    })
+}
+
+/// A coordinator for `size` ranks on a fresh port, collecting its refusals.
+fn start_coordinator(
+    cfg: CoordinatorConfig,
+) -> (
+    u16,
+    std::sync::Arc<Refusals>,
+    std::thread::JoinHandle<anyhow::Result<Outcome>>,
+) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let refusals = std::sync::Arc::new(Refusals::default());
+    let r = refusals.clone();
+    let t = std::thread::spawn(move || coordinate(listener, &cfg, &*r));
+    (port, refusals, t)
+}
+
+/// The run of two good ranks ended well: the verdict no intruder changed.
+fn clean_two_rank_outcome(o: &Outcome) {
+    assert_eq!(o.exit_code, 0, "{:?}", o.missing_reasons);
+    assert_eq!(o.pairs.len(), 1);
+    let names: Vec<&str> = o.hosts.iter().map(|h| h.host.as_str()).collect();
+    assert_eq!(names, ["sim0", "sim1"]);
+    assert_eq!(o.pairs[0].bw_gbps, Some(10.0));
+}
+
+#[test]
+fn a_rank_with_the_wrong_key_or_none_is_refused_and_the_run_goes_on() {
+    let (port, refusals, coordinator) = start_coordinator(config(2, Duration::from_secs(20)));
+    // Intruders claim rank 1 before the real one: one with another key, one with none.
+    let wrong = rank_thread(1, 2, port, Auth::key(b"not-the-run's-key-at-all"));
+    let e = wrong.join().unwrap().unwrap_err();
+    let e = format!("{e:#}");
+    assert!(e.contains("refused rank 1") && e.contains("bad key"), "{e}");
+    let none = rank_thread(1, 2, port, Auth::Insecure);
+    let e = format!("{:#}", none.join().unwrap().unwrap_err());
+    assert!(e.contains("rank 0 wants a shared key"), "{e}");
+    // An intruder speaking the old, unauthenticated protocol.
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    send(&mut s, &hello(1, 2)).unwrap();
+    let mut r = BufReader::new(s.try_clone().unwrap());
+    let mut buf = Vec::new();
+    let _: auth::Greeting = auth::read_plain(&mut r, &mut buf).unwrap();
+    let answer: ToRank = auth::read_plain(&mut r, &mut buf).unwrap();
+    assert!(
+        matches!(&answer, ToRank::Abort { reason } if reason.contains("unreadable line")),
+        "{answer:?}"
+    );
+    let ranks = [
+        rank_thread(0, 2, port, Auth::key(KEY)),
+        rank_thread(1, 2, port, Auth::key(KEY)),
+    ];
+    for r in ranks {
+        assert_eq!(r.join().unwrap().unwrap(), 0);
+    }
+    clean_two_rank_outcome(&coordinator.join().unwrap().unwrap());
+    let all = refusals.all();
+    assert!(
+        all.contains("a connection from 127.0.0.1:") && all.contains("bad key"),
+        "the refusal names the address and what failed: {all}"
+    );
+    assert!(all.contains("no key configured on that rank"), "{all}");
+    assert!(all.contains("unreadable line"), "{all}");
+}
+
+#[test]
+fn a_replayed_proof_or_line_and_a_forged_done_are_refused() {
+    let (port, refusals, coordinator) = start_coordinator(config(3, Duration::from_secs(20)));
+    let good = [
+        rank_thread(0, 3, port, Auth::key(KEY)),
+        rank_thread(1, 3, port, Auth::key(KEY)),
+    ];
+    // Rank 2 by hand: a good join, whose proof is then replayed on a second connection.
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let mut lines = BufReader::new(s.try_clone().unwrap());
+    let mut buf = Vec::new();
+    let g: auth::Greeting = auth::read_plain(&mut lines, &mut buf).unwrap();
+    let (proof, session) = auth::prove(&Auth::key(KEY), 2, &g).unwrap();
+    send(&mut s, &proof).unwrap();
+    let (mut sealer, mut opener) = auth::channel(session, auth::Direction::ToCoordinator);
+    let hello_line = sealer.seal(&hello(2, 3)).unwrap();
+
+    // (Before rank 2's hello: once every rank has joined, the port closes.)
+    let mut replay = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    replay
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut rl = BufReader::new(replay.try_clone().unwrap());
+    let _: auth::Greeting = auth::read_plain(&mut rl, &mut buf).unwrap();
+    send(&mut replay, &proof).unwrap();
+    std::io::Write::write_all(&mut replay, &hello_line).unwrap();
+    let answer: ToRank = auth::read_plain(&mut rl, &mut buf).unwrap();
+    assert!(
+        matches!(&answer, ToRank::Abort { reason } if reason.contains("bad key")),
+        "a replayed proof answers the wrong challenge: {answer:?}"
+    );
+    std::io::Write::write_all(&mut s, &hello_line).unwrap();
+
+    // Round 1 arrives; rank 2 answers with a forged `done` (figures changed, MAC kept).
+    assert!(protocol::read_line(&mut lines, &mut buf).unwrap() > 0);
+    let round: ToRank = serde_json::from_slice(opener.open(&buf).unwrap()).unwrap();
+    let ToRank::Round { round, .. } = round else {
+        panic!("{round:?}")
+    };
+    let done = ToCoordinator::Done {
+        round,
+        side: PairSide {
+            bw_gbps: Some(1.0),
+            ..Default::default()
+        },
+    };
+    let genuine = String::from_utf8(sealer.seal(&done).unwrap()).unwrap();
+    let forged = genuine.replace("1.0", "99.0");
+    assert_ne!(forged, genuine);
+    std::io::Write::write_all(&mut s, forged.as_bytes()).unwrap();
+    for r in good {
+        assert_eq!(r.join().unwrap().unwrap(), 1, "a rank went missing");
+    }
+    let o = coordinator.join().unwrap().unwrap();
+    assert_eq!(o.missing, ["intruder2"]);
+    assert!(
+        o.missing_reasons[0].contains("MAC does not match"),
+        "{:?}",
+        o.missing_reasons
+    );
+    assert!(
+        o.pairs.iter().all(|p| p.bw_gbps != Some(99.0)),
+        "the forged figure is nowhere: {:?}",
+        o.pairs
+    );
+    assert!(refusals.all().contains("bad key"), "{}", refusals.all());
+}
+
+#[test]
+fn a_replayed_line_on_a_joined_connection_is_refused() {
+    let (port, _refusals, coordinator) = start_coordinator(config(3, Duration::from_secs(20)));
+    let good = [
+        rank_thread(0, 3, port, Auth::key(KEY)),
+        rank_thread(1, 3, port, Auth::key(KEY)),
+    ];
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let mut j = Joined::new(&mut s, &Auth::key(KEY), 2);
+    let hello_line = j.sealer.seal(&hello(2, 3)).unwrap();
+    std::io::Write::write_all(&mut s, &hello_line).unwrap();
+    assert!(matches!(j.next(), ToRank::Round { round: 1, .. }));
+    // The hello again: a valid line, but not the next one.
+    std::io::Write::write_all(&mut s, &hello_line).unwrap();
+    for r in good {
+        assert_eq!(r.join().unwrap().unwrap(), 1);
+    }
+    let o = coordinator.join().unwrap().unwrap();
+    assert_eq!(o.missing, ["intruder2"]);
+    assert!(
+        o.missing_reasons[0].contains("replayed"),
+        "{:?}",
+        o.missing_reasons
+    );
+}
+
+#[test]
+fn an_endless_line_is_cut_at_the_limit_and_the_run_goes_on() {
+    let (port, refusals, coordinator) = start_coordinator(config(2, Duration::from_secs(20)));
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    // 8 MiB without a newline, from a thread (the coordinator stops reading at 64 KiB).
+    let writer = std::thread::spawn(move || {
+        let chunk = vec![b'x'; 64 * 1024];
+        let mut sent = 0usize;
+        while sent < 8 << 20 {
+            match std::io::Write::write_all(&mut s, &chunk) {
+                Ok(()) => sent += chunk.len(),
+                Err(_) => break,
+            }
+        }
+        sent
+    });
+    let ranks = [
+        rank_thread(0, 2, port, Auth::key(KEY)),
+        rank_thread(1, 2, port, Auth::key(KEY)),
+    ];
+    for r in ranks {
+        assert_eq!(r.join().unwrap().unwrap(), 0);
+    }
+    clean_two_rank_outcome(&coordinator.join().unwrap().unwrap());
+    let sent = writer.join().unwrap();
+    println!(
+        "endless line: {} MiB sent before the coordinator hung up; peak RSS {} MiB",
+        sent >> 20,
+        status_kib("VmHWM:") / 1024
+    );
+    assert!(
+        sent < 8 << 20,
+        "the coordinator closed the connection ({sent} bytes sent)"
+    );
+    let all = refusals.all();
+    assert!(all.contains("longer than 65536 bytes"), "{all}");
+}
+
+#[test]
+fn too_many_connections_are_shed_and_the_run_goes_on() {
+    let (port, refusals, coordinator) = start_coordinator(config(2, Duration::from_secs(20)));
+    // 2,000 connections that say nothing, held for a second, then closed.
+    let threads_before = status_kib("Threads:");
+    let mut held: Vec<TcpStream> = (0..2000)
+        .filter_map(|_| TcpStream::connect(("127.0.0.1", port)).ok())
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let threads_during = status_kib("Threads:");
+    println!(
+        "2,000 connections: threads {threads_before} before, {threads_during} during; RSS {} MiB",
+        status_kib("VmRSS:") / 1024
+    );
+    let ranks = [
+        rank_thread(0, 2, port, Auth::key(KEY)),
+        rank_thread(1, 2, port, Auth::key(KEY)),
+    ];
+    std::thread::sleep(Duration::from_millis(500));
+    held.clear();
+    for r in ranks {
+        assert_eq!(r.join().unwrap().unwrap(), 0);
+    }
+    clean_two_rank_outcome(&coordinator.join().unwrap().unwrap());
+    let all = refusals.all();
+    assert!(
+        all.contains("more than 10 waiting to join at once"),
+        "{all}"
+    );
+    // Other tests run threads too: allow for them, but not for one thread per connection.
+    assert!(
+        threads_during < threads_before + 200,
+        "threads {threads_before} before, {threads_during} with 2,000 connections"
+    );
 }
 
 /// A figure from /proc/self/status, in KiB.
@@ -224,6 +547,7 @@ fn a_rank_that_dies_after_the_rendezvous_is_named_at_once() {
                     coordinator: ("127.0.0.1".into(), port),
                     connect_timeout: Duration::from_secs(30),
                     wait_timeout: Duration::from_secs(90),
+                    auth: Auth::key(KEY),
                 };
                 let l = TcpListener::bind("127.0.0.1:0").unwrap();
                 run_rank(
@@ -252,16 +576,10 @@ fn a_rank_that_dies_after_the_rendezvous_is_named_at_once() {
         address: None,
         test_port: 9,
     });
-    send(&mut s, &hello).unwrap();
-    let mut line = String::new();
-    BufReader::new(s.try_clone().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert!(matches!(
-        serde_json::from_str(&line).unwrap(),
-        ToRank::Round { round: 1, .. }
-    ));
-    drop(s);
+    let mut j = Joined::new(&mut s, &Auth::key(KEY), 2);
+    j.sealer.send(&mut s, &hello).unwrap();
+    assert!(matches!(j.next(), ToRank::Round { round: 1, .. }));
+    drop((s, j));
     let o = coordinator.join().unwrap().unwrap();
     for r in ranks {
         assert_eq!(r.join().unwrap().unwrap(), 1);
@@ -480,6 +798,35 @@ fn launch_mistakes_are_usage_errors() {
             ],
             "above 0",
         ),
+        (
+            &[],
+            &[
+                ("PMI_RANK", "0"),
+                ("PMI_SIZE", "2"),
+                ("RDMADIAG_COORDINATOR", "h"),
+            ],
+            "no key configured",
+        ),
+        (
+            &["--insecure"],
+            &[
+                ("PMI_RANK", "0"),
+                ("PMI_SIZE", "2"),
+                ("RDMADIAG_COORDINATOR", "h"),
+                ("RDMADIAG_FABRIC_KEY", "0123456789abcdef0123"),
+            ],
+            "contradict",
+        ),
+        (
+            &[],
+            &[
+                ("PMI_RANK", "0"),
+                ("PMI_SIZE", "2"),
+                ("RDMADIAG_COORDINATOR", "h"),
+                ("RDMADIAG_FABRIC_KEY", "short"),
+            ],
+            "at least 16",
+        ),
     ];
     for (args, env, says) in cases {
         let o = run(args, env);
@@ -495,4 +842,108 @@ fn launch_mistakes_are_usage_errors() {
     );
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["error"]["exit_code"], 2);
+}
+
+/// A munged of the test's own, on a private socket; stopped on drop.
+struct Munged {
+    child: std::process::Child,
+    dir: std::path::PathBuf,
+}
+
+impl Munged {
+    fn start() -> Munged {
+        let dir = std::env::temp_dir().join(format!("rdmadiag-munged.{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let child = std::process::Command::new("munged")
+            .arg("--foreground")
+            .arg("--force")
+            .arg(format!("--socket={}", dir.join("sock").display()))
+            .arg(format!("--log-file={}", dir.join("log").display()))
+            .arg(format!("--pid-file={}", dir.join("pid").display()))
+            .arg(format!("--seed-file={}", dir.join("seed").display()))
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("munged is missing: install munge (scripts/setup does)");
+        let m = Munged { child, dir };
+        let start = Instant::now();
+        while !m.socket().exists() {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "munged did not start: {}",
+                std::fs::read_to_string(m.dir.join("log")).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        m
+    }
+
+    fn socket(&self) -> std::path::PathBuf {
+        self.dir.join("sock")
+    }
+
+    fn job(&self, job: &str) -> Auth {
+        let uid = std::fs::read_to_string("/proc/self/status")
+            .unwrap()
+            .lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .and_then(|v| v.split_whitespace().next().map(|u| u.parse().unwrap()))
+            .unwrap();
+        Auth::Munge(auth::MungeJob {
+            job: job.into(),
+            step: "0".into(),
+            uid,
+            socket: Some(self.socket()),
+        })
+    }
+}
+
+impl Drop for Munged {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[test]
+fn munge_credentials_of_this_job_join_others_and_replays_are_refused() {
+    let munged = Munged::start();
+    let mut cfg = config(2, Duration::from_secs(20));
+    cfg.auth = munged.job("42");
+    let (port, refusals, coordinator) = start_coordinator(cfg);
+    // A credential for another job is refused, naming both jobs.
+    let other = rank_thread(1, 2, port, munged.job("41"));
+    let e = format!("{:#}", other.join().unwrap().unwrap_err());
+    assert!(e.contains("for job 41.0, not this run's 42.0"), "{e}");
+    // A genuine credential, replayed on a new connection: munged's replay cache refuses it.
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut lines = BufReader::new(s.try_clone().unwrap());
+    let mut buf = Vec::new();
+    let g: auth::Greeting = auth::read_plain(&mut lines, &mut buf).unwrap();
+    let (proof, _) = auth::prove(&munged.job("42"), 1, &g).unwrap();
+    send(&mut s, &proof).unwrap();
+    drop((s, lines));
+    let mut again = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    again
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut al = BufReader::new(again.try_clone().unwrap());
+    let _: auth::Greeting = auth::read_plain(&mut al, &mut buf).unwrap();
+    send(&mut again, &proof).unwrap();
+    let answer: ToRank = auth::read_plain(&mut al, &mut buf).unwrap();
+    assert!(
+        matches!(&answer, ToRank::Abort { reason } if reason.contains("Replayed credential")),
+        "{answer:?}"
+    );
+    let ranks = [
+        rank_thread(0, 2, port, munged.job("42")),
+        rank_thread(1, 2, port, munged.job("42")),
+    ];
+    for r in ranks {
+        assert_eq!(r.join().unwrap().unwrap(), 0);
+    }
+    clean_two_rank_outcome(&coordinator.join().unwrap().unwrap());
+    let all = refusals.all();
+    assert!(all.contains("Replayed credential"), "{all}");
 }

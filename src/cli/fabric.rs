@@ -162,7 +162,31 @@ pub struct FabricArgs {
     pub verbose: bool,
 
     #[command(flatten)]
+    pub security: FabricSecurityArgs,
+
+    #[command(flatten)]
     pub output: OutputArgs,
+}
+
+/// Who may join the run, and where its servers listen.
+#[derive(Debug, Args)]
+pub struct FabricSecurityArgs {
+    /// Read the run's shared key from FILE (at least 16 bytes, mode 600; the same file on
+    /// every rank). Only ranks that prove the run's credential join: this key, else
+    /// RDMADIAG_FABRIC_KEY, else under srun a munge credential of the same uid and job step;
+    /// with none of them the run refuses to start. Every later message is HMAC-signed.
+    #[arg(long, value_name = "FILE", help_heading = "Security")]
+    pub key_file: Option<PathBuf>,
+
+    /// Run without any credential: ANYONE who can reach rank 0's port during the rendezvous can
+    /// join the run, claim a rank and report forged figures.
+    #[arg(long, help_heading = "Security")]
+    pub insecure: bool,
+
+    /// Listen on this local address only (rank 0's coordinator and every rank's test port);
+    /// default: every address, as perftest.
+    #[arg(long, value_name = "ADDR", help_heading = "Security")]
+    pub bind: Option<std::net::IpAddr>,
 }
 
 /// `fabric --help`'s and the man page's description: what the command does, then the verdict's

@@ -4,6 +4,7 @@
 use crate::cli::{FabricArgs, FabricTest, PatternArg};
 use crate::connect::endpoint::PortChoice;
 use crate::exit::{self, UsageError};
+use crate::fabric::auth::{self, AuthFlags};
 use crate::fabric::coordinator::Progress;
 use crate::fabric::launcher::{self, LaunchFlags, ThisHost};
 use crate::fabric::runner::{PairSettings, VerbsRunner};
@@ -44,6 +45,20 @@ pub fn run(args: &FabricArgs) -> Result<u8> {
             return Err(UsageError(format!("{flag} must be a number above 0, not {r}")).into());
         }
     }
+    let auth = auth::choose(
+        &env,
+        &AuthFlags {
+            key_file: args.security.key_file.as_deref(),
+            insecure: args.security.insecure,
+        },
+        &launch,
+    )?;
+    if launch.rank == 0 && auth.scheme() == auth::Scheme::Insecure {
+        eprintln!(
+            "rdmadiag: fabric: --insecure: anyone who reaches port {} may join this run and forge its results",
+            launch.coordinator.1
+        );
+    }
     let settings = PairSettings {
         bw: args.tests.contains(&FabricTest::Bw),
         lat: args.tests.contains(&FabricTest::Lat),
@@ -79,6 +94,11 @@ pub fn run(args: &FabricArgs) -> Result<u8> {
         pair_deadline: settings.pair_deadline(),
         launch,
         hostname,
+        auth,
+        bind: args
+            .security
+            .bind
+            .unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED)),
     };
     let rank = plan.launch.rank;
     let verbose = args.verbose;
@@ -274,6 +294,10 @@ impl Progress for Rounds {
             }
             *self.bar.lock().unwrap_or_else(|p| p.into_inner()) = Some(bar);
         }
+    }
+
+    fn refused(&self, why: &str) {
+        eprintln!("rdmadiag: fabric: rank 0 refused {why}");
     }
 
     fn round_done(&self, done: usize, total: usize) {

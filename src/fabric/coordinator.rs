@@ -1,17 +1,21 @@
 //! Rank 0's coordinator: the TCP rendezvous, one barrier per round, the gather of each pair's
 //! results, the retests of suspects and the verdict. Every wait has a deadline; a rank that
 //! does not join, dies or overruns a round is named and the run goes on without it.
-//! The messages it exchanges with the ranks are in [`super::protocol`].
+//! The messages it exchanges with the ranks are in [`super::protocol`]; who may join, in
+//! [`super::auth`]. A connection costs it a bounded amount: at most `size` + [`SLACK`]
+//! connections, each with a deadline for its credential and hello, lines of at most
+//! [`super::protocol::MAX_LINE`] bytes.
 
-use super::protocol::{Hello, PairSide, Peer, ToCoordinator, ToRank, send};
+use super::auth::Auth;
+use super::conn::{self, Conn, Event, Rendezvous};
+use super::protocol::{PairSide, Peer, ToCoordinator, ToRank};
 use super::schedule::{Pair, Schedule, pack};
 use super::verdict::{self, Thresholds};
 use crate::report::fabric::{Finding, HostInfo, PairResult, SuspectNote, Suspects};
 use anyhow::{Context as _, Result, bail};
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader, ErrorKind};
-use std::net::{IpAddr, TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -28,6 +32,8 @@ pub struct CoordinatorConfig {
     pub thresholds: Thresholds,
     /// Retest suspects once against hosts that passed.
     pub retest: bool,
+    /// Who may join.
+    pub auth: Auth,
 }
 
 /// What rank 0 shows while the rounds run.
@@ -36,6 +42,8 @@ pub trait Progress: Sync {
     fn plan(&self, _pairs: usize, _rounds: usize) {}
     /// After each round (`done` of `total`, retests included once planned).
     fn round_done(&self, _done: usize, _total: usize) {}
+    /// A connection was refused at the rendezvous (who, and what failed).
+    fn refused(&self, _why: &str) {}
 }
 
 /// Shows nothing.
@@ -61,51 +69,8 @@ pub struct Outcome {
     pub exit_code: u8,
 }
 
-enum Event {
-    Msg(ToCoordinator),
-    Closed(String),
-}
-
-/// One rank's connection.
-struct Conn {
-    writer: TcpStream,
-    /// The coordinator's own address on this connection (what the rank dialled).
-    local: Option<IpAddr>,
-    peer: Option<IpAddr>,
-}
-
 /// How often a wait looks whether a signal asked the run to stop.
 const STOP_POLL: Duration = Duration::from_millis(200);
-
-/// Stack of each connection's reader thread: it only parses lines.
-const READER_STACK: usize = 128 * 1024;
-
-fn spawn_reader(id: usize, stream: TcpStream, tx: mpsc::Sender<(usize, Event)>) -> Result<()> {
-    std::thread::Builder::new()
-        .name(format!("fabric-conn-{id}"))
-        .stack_size(READER_STACK)
-        .spawn(move || {
-            let mut lines = BufReader::new(stream);
-            let mut line = String::new();
-            loop {
-                line.clear();
-                let ev = match lines.read_line(&mut line) {
-                    Ok(0) => Event::Closed("its connection closed".into()),
-                    Ok(_) => match serde_json::from_str::<ToCoordinator>(&line) {
-                        Ok(m) => Event::Msg(m),
-                        Err(e) => Event::Closed(format!("it sent something unreadable ({e})")),
-                    },
-                    Err(e) => Event::Closed(format!("its connection failed ({e})")),
-                };
-                let last = matches!(ev, Event::Closed(_));
-                if tx.send((id, ev)).is_err() || last {
-                    return;
-                }
-            }
-        })
-        .context("starting a connection's reader thread")?;
-    Ok(())
-}
 
 /// The coordinator's state across rounds.
 struct Run<'a> {
@@ -141,7 +106,12 @@ impl Run<'_> {
         let Some(&id) = self.live.get(&rank) else {
             return;
         };
-        if let Err(e) = send(&mut self.conns[id].writer, msg) {
+        let conn = &mut self.conns[id];
+        let sent = match &mut conn.sealer {
+            Some(sealer) => sealer.send(&mut conn.writer, msg),
+            None => Err(std::io::Error::other("it has not joined")),
+        };
+        if let Err(e) = sent {
             let why = format!(
                 "rank {rank} ({}) could not be sent to: {e}",
                 self.label(rank)
@@ -205,7 +175,7 @@ impl Run<'_> {
                 Event::Msg(ToCoordinator::Done { round: r, side }) if r == round => {
                     sides.insert(rank, side);
                 }
-                Event::Msg(_) => {}
+                Event::Msg(_) | Event::Joined(_) | Event::Refused(_) => {}
                 Event::Closed(why) => {
                     let msg = format!(
                         "rank {rank} ({}) left in round {round}: {why}",
@@ -344,65 +314,13 @@ pub fn coordinate(
         hosts: BTreeMap::new(),
         gone: BTreeMap::new(),
     };
-    let mut hellos: BTreeMap<u32, Hello> = BTreeMap::new();
-    let mut bound: BTreeMap<u32, usize> = BTreeMap::new();
-    let deadline = Instant::now() + cfg.rendezvous_timeout;
-    while (hellos.len() as u32) < cfg.size && Instant::now() < deadline {
-        if crate::exit::STOP.load(std::sync::atomic::Ordering::Relaxed) {
-            return Err(anyhow::Error::new(crate::exit::Interrupted)
-                .context("waiting for the ranks to join"));
-        }
-        loop {
-            match listener.accept() {
-                Ok((s, _)) => {
-                    s.set_nonblocking(false)?;
-                    let _ = s.set_nodelay(true);
-                    let _ = s.set_write_timeout(Some(Duration::from_secs(10)));
-                    let id = run.conns.len();
-                    spawn_reader(id, s.try_clone()?, tx.clone())?;
-                    run.conns.push(Conn {
-                        local: s.local_addr().ok().map(|a| a.ip()),
-                        peer: s.peer_addr().ok().map(|a| a.ip()),
-                        writer: s,
-                    });
-                }
-                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {
-                    break;
-                }
-                Err(e) => bail!("the coordinator's listener failed: {e}"),
-            }
-        }
-        while let Ok((id, ev)) = run.rx.recv_timeout(Duration::from_millis(5)) {
-            let Event::Msg(ToCoordinator::Hello(h)) = ev else {
-                if let Some(r) = bound.iter().find(|(_, c)| **c == id).map(|(r, _)| *r) {
-                    bound.remove(&r);
-                    hellos.remove(&r);
-                }
-                continue;
-            };
-            let refuse = if h.size != cfg.size {
-                Some(format!(
-                    "rank {} says the run has {} ranks, rank 0 says {}",
-                    h.rank, h.size, cfg.size
-                ))
-            } else if h.rank >= cfg.size {
-                Some(format!(
-                    "rank {} is beyond the {} ranks of the run",
-                    h.rank, cfg.size
-                ))
-            } else if hellos.contains_key(&h.rank) {
-                Some(format!("two processes claim rank {}", h.rank))
-            } else {
-                None
-            };
-            if let Some(reason) = refuse {
-                let _ = send(&mut run.conns[id].writer, &ToRank::Abort { reason });
-                continue;
-            }
-            bound.insert(h.rank, id);
-            hellos.insert(h.rank, h);
-        }
-    }
+    let Rendezvous {
+        conns,
+        hellos,
+        bound,
+        refused,
+    } = conn::rendezvous(listener, cfg, progress, &run.rx, tx)?;
+    run.conns = conns;
     // A rank on the coordinator's own host that dialled a loopback name gets the address the
     // other hosts reached the coordinator on.
     let outside = bound
@@ -464,6 +382,11 @@ pub fn coordinate(
                 ": start them, or pass --allow-missing to test without them"
             }
         );
+        let reason = if refused.is_empty() {
+            reason
+        } else {
+            format!("{reason}; refused: {}", refused.join("; "))
+        };
         for r in run.live.keys().copied().collect::<Vec<_>>() {
             run.tell(
                 r,

@@ -1,6 +1,8 @@
 //! `rdmadiag fabric`: test every link of a cluster in rounds of pairs, on an existing launcher
 //! (Slurm, MPI or a host list); rank 0 coordinates, gathers and judges. Nothing here prints.
 
+pub mod auth;
+mod conn;
 pub mod coordinator;
 pub mod hostlist;
 pub mod launcher;
@@ -16,7 +18,7 @@ use coordinator::{CoordinatorConfig, Outcome, Progress};
 use launcher::Launch;
 use rank::{PairRunner, RankConfig};
 use schedule::Schedule;
-use std::net::{Ipv4Addr, TcpListener};
+use std::net::{IpAddr, TcpListener};
 use std::time::Duration;
 
 /// Everything one rank needs to take part.
@@ -32,6 +34,10 @@ pub struct FabricPlan {
     pub timeout: Duration,
     /// The bound on one pair's tests.
     pub pair_deadline: Duration,
+    /// How the ranks prove they belong to the run.
+    pub auth: auth::Auth,
+    /// The address rank 0's coordinator and every rank's test port listen on.
+    pub bind: IpAddr,
 }
 
 impl FabricPlan {
@@ -50,7 +56,7 @@ pub struct RankEnd {
 }
 
 /// Take part in the run: rank 0 also coordinates (on a thread, listening on the coordinator's
-/// port on every address).
+/// port on `plan.bind`, every address by default).
 pub fn run(
     plan: &FabricPlan,
     runner: &dyn PairRunner,
@@ -58,8 +64,8 @@ pub fn run(
     log: &dyn Fn(&str),
 ) -> Result<RankEnd> {
     let l = &plan.launch;
-    let test_listener =
-        TcpListener::bind((Ipv4Addr::UNSPECIFIED, 0)).context("binding this rank's test port")?;
+    let test_listener = TcpListener::bind((plan.bind, 0))
+        .with_context(|| format!("binding this rank's test port on {}", plan.bind))?;
     let rank_cfg = RankConfig {
         rank: l.rank,
         size: l.size,
@@ -67,6 +73,7 @@ pub fn run(
         coordinator: l.coordinator.clone(),
         connect_timeout: plan.timeout,
         wait_timeout: plan.round_timeout() + plan.timeout + Duration::from_secs(30),
+        auth: plan.auth.clone(),
     };
     if l.rank != 0 {
         let code = rank::run_rank(&rank_cfg, runner, &test_listener, log)?;
@@ -77,8 +84,8 @@ pub fn run(
         });
     }
     let port = l.coordinator.1;
-    let listener = TcpListener::bind((Ipv4Addr::UNSPECIFIED, port)).map_err(|e| {
-        anyhow!("rank 0 cannot listen for the other ranks on port {port}: {e} (another run, or --coordinator HOST:PORT with a free port)")
+    let listener = TcpListener::bind((plan.bind, port)).map_err(|e| {
+        anyhow!("rank 0 cannot listen for the other ranks on {}:{port}: {e} (another run, or --coordinator HOST:PORT with a free port, or --bind)", plan.bind)
     })?;
     let cfg = CoordinatorConfig {
         size: l.size,
@@ -88,6 +95,7 @@ pub fn run(
         round_timeout: plan.round_timeout(),
         thresholds: plan.thresholds,
         retest: plan.retest,
+        auth: plan.auth.clone(),
     };
     std::thread::scope(|s| {
         let coordinating = s.spawn(|| coordinator::coordinate(listener, &cfg, progress));

@@ -1,10 +1,12 @@
 //! The fabric run's wire between the ranks and rank 0's coordinator: one JSON object per line
 //! each way. A rank sends `hello`, then one `done` per `round` it is sent (a round with no peer
 //! is its bye); the coordinator ends with `finish` (the run's exit code) or `abort` (a reason).
+//! Before the hello, the handshake of [`super::auth`]; from the hello on every line carries its
+//! MAC. No line may exceed [`MAX_LINE`] bytes.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::io::Write;
+use std::io::{BufRead, Read as _, Write};
 use std::net::TcpStream;
 
 /// A rank's message to the coordinator.
@@ -73,4 +75,46 @@ pub fn send<T: Serialize>(stream: &mut TcpStream, msg: &T) -> std::io::Result<()
     let mut line = serde_json::to_vec(msg).map_err(std::io::Error::other)?;
     line.push(b'\n');
     stream.write_all(&line)
+}
+
+/// The longest line either side accepts, newline included (as the control channel's
+/// `MAX_FRAME`): a hello, a round or a pair's results are a few hundred bytes.
+pub const MAX_LINE: usize = 64 * 1024;
+
+/// Read one line into `buf` (cleared first), reading at most [`MAX_LINE`] bytes: a longer line
+/// is an error, not an allocation. Returns the bytes read, 0 at the end of the stream.
+pub fn read_line(r: &mut impl BufRead, buf: &mut Vec<u8>) -> std::io::Result<usize> {
+    buf.clear();
+    let n = r.by_ref().take(MAX_LINE as u64).read_until(b'\n', buf)?;
+    if n > 0 && buf.last() != Some(&b'\n') && n >= MAX_LINE {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("a line longer than {MAX_LINE} bytes"),
+        ));
+    }
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_are_bounded() {
+        let mut buf = Vec::new();
+        let ok = vec![b'x'; MAX_LINE - 1];
+        let mut r = std::io::Cursor::new([ok.clone(), b"\n".to_vec()].concat());
+        assert_eq!(read_line(&mut r, &mut buf).unwrap(), MAX_LINE);
+        let mut r = std::io::Cursor::new(vec![b'x'; MAX_LINE * 3]);
+        let e = read_line(&mut r, &mut buf).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
+        assert!(buf.len() <= MAX_LINE);
+        let mut r = std::io::Cursor::new(b"ab".to_vec());
+        assert_eq!(
+            read_line(&mut r, &mut buf).unwrap(),
+            2,
+            "a last line without newline"
+        );
+        assert_eq!(read_line(&mut r, &mut buf).unwrap(), 0);
+    }
 }

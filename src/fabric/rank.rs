@@ -1,9 +1,11 @@
 //! One rank's side of a fabric run: join the coordinator (retrying with backoff until a
-//! deadline), then run each round's pair test through a [`PairRunner`] and report it.
+//! deadline), prove it belongs to the run ([`super::auth`]), then run each round's pair test
+//! through a [`PairRunner`] and report it.
 
-use super::protocol::{Hello, PairSide, Peer, ToCoordinator, ToRank, send};
+use super::auth::{self, Auth, Direction, Greeting, OpenError};
+use super::protocol::{self, Hello, PairSide, Peer, ToCoordinator, ToRank};
 use anyhow::{Context as _, Result, anyhow, bail};
-use std::io::{BufRead, BufReader, ErrorKind};
+use std::io::{BufReader, ErrorKind};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
@@ -46,6 +48,8 @@ pub struct RankConfig {
     /// The longest silence from the coordinator between two messages (the rendezvous or a
     /// round of the others' tests).
     pub wait_timeout: Duration,
+    /// How this rank proves it belongs to the run.
+    pub auth: Auth,
 }
 
 /// Dial the coordinator, retrying with backoff (50 ms doubling to 1 s) until the deadline.
@@ -89,6 +93,41 @@ pub fn connect(cfg: &RankConfig) -> Result<TcpStream> {
     }
 }
 
+/// Connect and read the coordinator's challenge. A connection closed before it (the
+/// coordinator sheds connections beyond those it can serve at once) is dialled again, with
+/// backoff, until the connect deadline.
+fn dial(cfg: &RankConfig, at: &str) -> Result<(TcpStream, BufReader<TcpStream>, Greeting)> {
+    let deadline = Instant::now() + cfg.connect_timeout;
+    let mut backoff = Duration::from_millis(50);
+    loop {
+        let stream = connect(cfg)?;
+        let _ = stream.set_nodelay(true);
+        stream.set_read_timeout(Some(cfg.wait_timeout))?;
+        stream.set_write_timeout(Some(Duration::from_secs(10)))?;
+        let mut lines = BufReader::new(stream.try_clone()?);
+        let mut buf = Vec::new();
+        match auth::read_plain::<Greeting>(&mut lines, &mut buf) {
+            Ok(g) => return Ok((stream, lines, g)),
+            Err(e) => {
+                let shed = e.to_string().contains("closed")
+                    || e.downcast_ref::<std::io::Error>().is_some_and(|e| {
+                        matches!(
+                            e.kind(),
+                            ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted
+                        )
+                    });
+                if !shed || Instant::now() + backoff >= deadline {
+                    return Err(e.context(format!(
+                        "waiting for the fabric coordinator's challenge at {at}"
+                    )));
+                }
+            }
+        }
+        std::thread::sleep(backoff);
+        backoff = (backoff * 2).min(Duration::from_secs(1));
+    }
+}
+
 /// Join the run and serve its rounds until the coordinator says it is over; returns the run's
 /// exit code. `log` gets a line per round (shown with -v).
 pub fn run_rank(
@@ -99,10 +138,6 @@ pub fn run_rank(
 ) -> Result<u8> {
     let me = runner.identity()?;
     let test_port = listener.local_addr()?.port();
-    let mut stream = connect(cfg)?;
-    let _ = stream.set_nodelay(true);
-    stream.set_read_timeout(Some(cfg.wait_timeout))?;
-    stream.set_write_timeout(Some(Duration::from_secs(10)))?;
     let hello = ToCoordinator::Hello(Hello {
         rank: cfg.rank,
         size: cfg.size,
@@ -113,12 +148,24 @@ pub fn run_rank(
         address: None,
         test_port,
     });
-    send(&mut stream, &hello).context("telling the coordinator this rank's address")?;
-    let mut lines = BufReader::new(stream.try_clone()?);
-    let mut line = String::new();
+    let at = format!("{}:{}", cfg.coordinator.0, cfg.coordinator.1);
+    let (mut stream, mut lines, greeting) = dial(cfg, &at)?;
+    let mut buf = Vec::new();
+    let (proof, session) = match auth::prove(&cfg.auth, cfg.rank, &greeting) {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = protocol::send(&mut stream, &auth::mismatch(&cfg.auth));
+            return Err(e.context(format!("rank {} cannot join the run at {at}", cfg.rank)));
+        }
+    };
+    protocol::send(&mut stream, &proof).context("sending this rank's credential")?;
+    let (mut sealer, mut opener) = auth::channel(session, Direction::ToCoordinator);
+    sealer
+        .send(&mut stream, &hello)
+        .context("telling the coordinator this rank's address")?;
+    let mut authenticated = false;
     loop {
-        line.clear();
-        match lines.read_line(&mut line) {
+        match protocol::read_line(&mut lines, &mut buf) {
             Ok(0) => {
                 bail!("the fabric coordinator closed the connection before the end of the run")
             }
@@ -129,7 +176,28 @@ pub fn run_rank(
             ),
             Err(e) => return Err(anyhow!("reading from the fabric coordinator: {e}")),
         }
-        let msg: ToRank = serde_json::from_str(&line)
+        let json = match opener.open(&buf) {
+            Ok(json) => json,
+            // A refusal of the credential comes before any sealed line, as plain JSON.
+            Err(OpenError::Unsealed) if !authenticated => {
+                if let Ok(ToRank::Abort { reason }) = serde_json::from_slice(&buf) {
+                    bail!(
+                        "the fabric coordinator at {at} refused rank {}: {reason}",
+                        cfg.rank
+                    );
+                }
+                bail!(
+                    "the fabric coordinator at {at} sent {}",
+                    OpenError::Unsealed
+                )
+            }
+            Err(e) => bail!(
+                "the fabric coordinator at {at} sent {e}: this rank stops (is something between \
+                 the ranks forging the run?)"
+            ),
+        };
+        authenticated = true;
+        let msg: ToRank = serde_json::from_slice(json)
             .map_err(|e| anyhow!("the fabric coordinator sent something unreadable: {e}"))?;
         match msg {
             ToRank::Round { round, peer, first } => {
@@ -155,7 +223,8 @@ pub fn run_rank(
                     }
                     None => PairSide::default(),
                 };
-                send(&mut stream, &ToCoordinator::Done { round, side })
+                sealer
+                    .send(&mut stream, &ToCoordinator::Done { round, side })
                     .context("reporting a round to the coordinator")?;
             }
             ToRank::Finish { exit_code } => return Ok(exit_code),

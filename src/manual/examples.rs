@@ -23,22 +23,27 @@ const FABRIC: &[Example] = &[
         commands: &["srun -N64 --ntasks-per-node=1 rdmadiag fabric"],
     },
     Example {
-        what: "Under Open MPI (or Hydra), which give no host list: name rank 0's host:",
+        what: "Under Open MPI (or Hydra), which give no host list: name rank 0's host, and give \
+               every rank the run's key (mpirun forwards it with -x):",
         commands: &[
-            "mpirun -np 8 --map-by node rdmadiag fabric --coordinator node01 --json > fabric.json",
+            "export RDMADIAG_FABRIC_KEY=$(openssl rand -hex 32)",
+            "mpirun -np 8 --map-by node -x RDMADIAG_FABRIC_KEY rdmadiag fabric --coordinator node01 --json > fabric.json",
         ],
     },
     Example {
         what: "Without a launcher: start the same line on every host (ssh, pdsh...); each finds \
-               its rank in the list by hostname or address:",
-        commands: &["rdmadiag fabric --hosts node[01-04] --tests bw -s 1M -n 1000"],
+               its rank in the list by hostname or address, and proves it with the key file \
+               (mode 600, the same on every host):",
+        commands: &[
+            "rdmadiag fabric --hosts node[01-04] --key-file /etc/rdmadiag/fabric.key --tests bw -s 1M -n 1000",
+        ],
     },
     Example {
         what: "A quick look at a large fabric (three random matchings, suspects retested), for \
                node_exporter's textfile collector:",
         commands: &[
-            "rdmadiag fabric --hosts node[001-512] --pattern quick --prometheus \
-             /var/lib/node_exporter/fabric.prom",
+            "rdmadiag fabric --hosts node[001-512] --key-file /etc/rdmadiag/fabric.key \
+             --pattern quick --prometheus /var/lib/node_exporter/fabric.prom",
         ],
     },
 ];

@@ -184,6 +184,20 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
          that gives no host list (Open MPI, PMIx, Hydra).",
     ),
     (
+        "RDMADIAG_FABRIC_KEY",
+        "fabric: the run's shared key (at least 16 bytes, the same on every rank), when \
+         --key-file names none: each rank proves it holds it, and every message of the run \
+         carries an HMAC-SHA256 under a key drawn from it for that connection. Under srun \
+         without it the ranks prove themselves with munge (a credential of the same uid and job \
+         step, munged's socket /run/munge/munge.socket.2). Forward it to every rank: mpirun -x \
+         RDMADIAG_FABRIC_KEY, srun --export=ALL (the default).",
+    ),
+    (
+        "SLURM_JOB_ID, SLURM_STEP_ID",
+        "fabric under srun with munge: the job step every rank's credential must name; a \
+         credential of another job, step or uid, or one seen before, is refused.",
+    ),
+    (
         "SLURM_PROCID, SLURM_STEP_NUM_TASKS, SLURM_NTASKS, SLURM_STEP_NODELIST",
         "fabric under srun: the rank, the number of ranks (the step's, else the job's) and the \
          hosts, whose first is the coordinator. Open MPI's OMPI_COMM_WORLD_RANK and \

@@ -322,11 +322,15 @@ pub fn run_server_on<T>(
     serve(stream, opts)
 }
 
+/// The most connections a persistent server holds at once (each a thread until its greeting
+/// and request, bounded by --timeout, are done): more are closed unread and logged.
+pub const MAX_PERSIST_CONNECTIONS: usize = 32;
+
 /// `--persist`: serve until Ctrl-C, whatever test each client asks for. Each connection gets
-/// its own thread for the greeting and request (so a silent peer only ties up itself); one
-/// test runs at a time, and a client arriving meanwhile is told the server is busy. Every
-/// client is logged to the client log; none can take the server down. Ends only with an
-/// error (Ctrl-C or a broken listener).
+/// its own thread for the greeting and request (so a silent peer only ties up itself), at most
+/// [`MAX_PERSIST_CONNECTIONS`] at once; one test runs at a time, and a client arriving
+/// meanwhile is told the server is busy. Every client is logged to the client log; none can
+/// take the server down. Ends only with an error (Ctrl-C or a broken listener).
 pub fn run_persistent(opts: &SessionOptions) -> Result<std::convert::Infallible> {
     phase::enter(phase::LISTEN, None);
     check_serving_port(opts)?;
@@ -353,11 +357,21 @@ pub fn run_persistent(opts: &SessionOptions) -> Result<std::convert::Infallible>
             }
             Err(e) => bail!("accepting a client: {e}"),
         };
-        stream.set_nonblocking(false)?;
         let peer = stream
             .peer_addr()
             .map(|a| a.to_string())
             .unwrap_or_default();
+        if threads.len() >= MAX_PERSIST_CONNECTIONS {
+            drop(stream);
+            log_client(
+                opts,
+                &format!(
+                    "closed {peer} unread: {MAX_PERSIST_CONNECTIONS} connections already open"
+                ),
+            );
+            continue;
+        }
+        stream.set_nonblocking(false)?;
         let (o, running) = (opts.clone(), running.clone());
         threads.push(std::thread::spawn(move || {
             let outcome = handshake(stream, &o).and_then(|(mut ch, msg)| {

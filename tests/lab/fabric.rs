@@ -13,6 +13,9 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// The runs' shared key (mpirun gives its ranks mpirun's environment; the others get it by hand).
+const KEY: &str = "lab-fabric-key-0123456789abcdef";
+
 const LOOSE: &[&str] = &[
     "--min-bw-ratio",
     "0.2",
@@ -79,6 +82,7 @@ fn three_ranks_under_mpirun_test_three_pairs() {
     let child = Command::new("mpirun")
         .args(&args)
         .env("OMPI_MCA_plm", "isolated")
+        .env("RDMADIAG_FABRIC_KEY", KEY)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -157,6 +161,7 @@ fn a_rank_killed_after_the_rendezvous_is_named_with_partial_results() {
             &[
                 ("OMPI_COMM_WORLD_RANK", r.as_str()),
                 ("OMPI_COMM_WORLD_SIZE", "3"),
+                ("RDMADIAG_FABRIC_KEY", KEY),
             ],
         )
     };

@@ -169,7 +169,12 @@ enum Launch {
     /// `srun` only as a way to start a process on each guest: every SLURM_*/PMI*/OMPI_* variable is
     /// removed before rdmadiag starts, so it must find its rank from `--hosts` and its hostname.
     NoLauncherEnv,
+    /// Plain `srun`, this rank starting 5 s after the others (the rendezvous stays open).
+    SlurmLate(u32),
 }
+
+/// The key of the runs without a launcher (under srun the ranks use munge).
+const KEY: &str = "lab-fabric-key-0123456789abcdef";
 
 /// Run `rdmadiag fabric ARGS --json` on fab1..fab4 (one task each) and collect every rank.
 /// `kill_rank`: that rank is killed with SIGKILL once it holds a QP of its own (a pair test has
@@ -190,10 +195,12 @@ fn fabric(launch: Launch, args: &[&str], kill_rank: Option<u32>) -> FabricRun {
         cmd_line += &sh_quote(a);
     }
     let unset = match launch {
-        Launch::Slurm => "",
-        Launch::NoLauncherEnv => {
-            "for v in $(compgen -e); do case $v in SLURM_*|SRUN_*|PMI_*|PMIX_*|OMPI_*) unset \"$v\";; esac; done\n"
-        }
+        Launch::Slurm => String::new(),
+        Launch::SlurmLate(r) => format!("[ \"$r\" = {r} ] && sleep 5\n"),
+        Launch::NoLauncherEnv => format!(
+            "for v in $(compgen -e); do case $v in SLURM_*|SRUN_*|PMI_*|PMIX_*|OMPI_*) unset \"$v\";; esac; done\n\
+             export RDMADIAG_FABRIC_KEY={KEY}\n"
+        ),
     };
     let killer = match kill_rank {
         None => String::new(),
@@ -643,4 +650,122 @@ fn e_hosts_list_without_a_launcher_finds_ranks_by_hostname() {
     );
     assert_counters_are_information(&v);
     assert_others_quiet(&run);
+}
+
+/// What an intruder on fab1 got from rank 0's coordinator during the rendezvous.
+fn intrude(deadline: Duration) -> Vec<String> {
+    use rdmadiag::fabric::auth::{self, Greeting, Proof};
+
+    use rdmadiag::fabric::protocol::{self, Hello, ToCoordinator, ToRank};
+    use std::io::{BufReader, Read, Write};
+    use std::net::TcpStream;
+    let start = Instant::now();
+    let dial = || loop {
+        if let Ok(s) = TcpStream::connect(("127.0.0.1", 18600)) {
+            s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            return Some(s);
+        }
+        if start.elapsed() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let answer = |s: &TcpStream| -> String {
+        let mut r = BufReader::new(s.try_clone().unwrap());
+        let mut buf = Vec::new();
+        match auth::read_plain::<ToRank>(&mut r, &mut buf) {
+            Ok(ToRank::Abort { reason }) => format!("abort: {reason}"),
+            Ok(m) => format!("accepted?! {m:?}"),
+            Err(e) => format!("closed: {e:#}"),
+        }
+    };
+    let greet = |s: &TcpStream| -> Greeting {
+        let mut r = BufReader::new(s.try_clone().unwrap());
+        auth::read_plain(&mut r, &mut Vec::new()).expect("a challenge")
+    };
+    let mut got = Vec::new();
+    // 1: no credential, claiming rank 1.
+    let Some(mut s) = dial() else {
+        return vec!["the coordinator never listened".into()];
+    };
+    let g = greet(&s);
+    got.push(format!("challenge: {g:?}"));
+    protocol::send(&mut s, &Proof::Insecure).unwrap();
+    got.push(answer(&s));
+    // 2: a shared key rank 0 does not have.
+    let mut s = dial().expect("the rendezvous closed early");
+    let _ = greet(&s);
+    protocol::send(&mut s, &auth::mismatch(&auth::Auth::key(b"x"))).unwrap();
+    got.push(answer(&s));
+    // 3: the old, unauthenticated protocol: a hello claiming rank 1.
+    let mut s = dial().expect("the rendezvous closed early");
+    let _ = greet(&s);
+    let hello = ToCoordinator::Hello(Hello {
+        rank: 1,
+        size: 4,
+        hostname: "intruder".into(),
+        device: "rxe0".into(),
+        port: 1,
+        gid: "::1".into(),
+        address: None,
+        test_port: 9,
+    });
+    protocol::send(&mut s, &hello).unwrap();
+    got.push(answer(&s));
+    // 4: an endless line.
+    let mut s = dial().expect("the rendezvous closed early");
+    let _ = greet(&s);
+    let chunk = vec![b'x'; 64 * 1024];
+    let mut sent = 0usize;
+    while sent < 16 << 20 && s.write_all(&chunk).is_ok() {
+        sent += chunk.len();
+    }
+    let mut rest = Vec::new();
+    let _ = s.read_to_end(&mut rest);
+    got.push(format!(
+        "endless line: closed after {sent} bytes sent: {}",
+        String::from_utf8_lossy(&rest).trim()
+    ));
+    got
+}
+
+#[test]
+#[ignore = "lab-fabric: needs scripts/lab --hosts 4"]
+fn f_intruders_without_the_jobs_credential_are_refused_and_the_verdict_is_unchanged() {
+    require_fabric();
+    let _clean = Impaired::none();
+    let intruder = std::thread::spawn(|| intrude(Duration::from_secs(90)));
+    let run = fabric(Launch::SlurmLate(3), &args(&[]), None);
+    let got = intruder.join().unwrap();
+    let all = got.join("\n");
+    eprintln!("intruder:\n{all}");
+    let v = run.report();
+    assert!(
+        got.len() == 5
+            && got[0].contains("Munge")
+            && got[1].contains("no key configured on that rank")
+            && got[1].contains("munge")
+            && got[2].contains("offers a shared key")
+            && got[3].contains("unreadable line")
+            && !got[4].contains("16777216 bytes sent"),
+        "every intruder refused, and told why:\n{all}"
+    );
+    assert!(!all.contains("accepted?!"), "{all}");
+    let err = &run.rank0().stderr;
+    assert!(
+        err.contains("rank 0 refused a connection from 127.0.0.1"),
+        "rank 0 names the refusals: {err}"
+    );
+    assert!(err.contains("longer than 65536 bytes"), "{err}");
+    assert_eq!(run.rank0().rc, Some(0), "{}{err}", pair_summary(&v));
+    assert_hosts(&v);
+    assert_all_six_pairs(&v);
+    assert!(
+        suspect_hosts(&v).is_empty() && suspect_links(&v).is_empty(),
+        "{v}"
+    );
+    assert_eq!(v["missing"], serde_json::json!([]), "{v}");
+    for (i, r) in run.ranks.iter().enumerate() {
+        assert_eq!(r.rc, Some(0), "rank {i} exit: {}", r.stderr);
+    }
 }

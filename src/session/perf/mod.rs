@@ -182,6 +182,35 @@ mod tests {
         assert_eq!(server, Access::LOCAL_WRITE);
     }
 
+    /// Every op, kind and side: REMOTE_WRITE only where the peer WRITEs into this buffer,
+    /// REMOTE_READ only where it READs it, and REMOTE_ATOMIC nowhere (no test issues an atomic
+    /// op, so no buffer is an atomic target).
+    #[test]
+    fn access_flags_per_op_are_least_privilege() {
+        for op in [Op::Send, Op::Write, Op::Read] {
+            for kind in [Kind::Bw, Kind::Lat, Kind::Verify] {
+                for server in [false, true] {
+                    for bidirectional in [false, true] {
+                        let s = spec("bw", op, QpType::Rc);
+                        let mut p = s.perf.clone().unwrap();
+                        p.bidirectional = bidirectional;
+                        let a = shape(&s, kind, &p, server, 256).access;
+                        let what = format!("{op:?} {kind:?} server={server} bidir={bidirectional}");
+                        assert!(a.contains(Access::LOCAL_WRITE), "{what}");
+                        assert!(!a.contains(Access::REMOTE_ATOMIC), "{what}: atomic");
+                        if a.contains(Access::REMOTE_WRITE) {
+                            assert!(op == Op::Write, "{what}: remote write");
+                            assert!(server || bidirectional || kind == Kind::Lat, "{what}");
+                        }
+                        if a.contains(Access::REMOTE_READ) {
+                            assert!(op == Op::Read && (server || bidirectional), "{what}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn diagnostic_rounds_hold_up_to_16_mib_of_slots() {
         assert_eq!(verify_slots(4096, 100), 100);
