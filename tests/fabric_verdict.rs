@@ -13,8 +13,11 @@
 //! +-5 % noise (the 80 % host from 8 hosts up, the switch from 64), and no false suspect on a
 //! healthy fabric at +-20 %; the bad switch is one group, not 8 hosts.
 
+use rdmadiag::fabric::coordinator::Outcome;
 use rdmadiag::fabric::schedule::{Pattern, Schedule};
-use rdmadiag::fabric::verdict::{Thresholds, judge};
+use rdmadiag::fabric::verdict::{Thresholds, Verdict, judge};
+use rdmadiag::report::Style;
+use rdmadiag::report::fabric::{FabricSettings, HostInfo, fabric_text};
 use rdmadiag::report::fabric::{PairResult, Suspects};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -237,6 +240,13 @@ fn named(s: &Suspects) -> BTreeSet<String> {
 
 /// One run: the fabric's scheduled pairs, judged with the defaults, retests from the model.
 fn run(f: &Fabric, t: &Thresholds) -> (Suspects, bool) {
+    let (v, _) = judged(f, t);
+    let fails = v.findings.iter().any(|x| x.fails);
+    (v.suspects, fails)
+}
+
+/// The fabric's scheduled pairs and retests, and the verdict on them.
+fn judged(f: &Fabric, t: &Thresholds) -> (Verdict, Vec<PairResult>) {
     let seed = f.seed;
     let mut rng = Rng(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ f.n as u64);
     let schedule = Schedule::new(f.pattern, f.n, seed);
@@ -257,8 +267,7 @@ fn run(f: &Fabric, t: &Thresholds) -> (Suspects, bool) {
         )
     })
     .expect("the simulated retests cannot fail");
-    let fails = verdict.findings.iter().any(|x| x.fails);
-    (verdict.suspects, fails)
+    (verdict, pairs)
 }
 
 fn env_list<T: std::str::FromStr>(var: &str, default: &str) -> Vec<T> {
@@ -375,4 +384,69 @@ fn a_fault_on_most_hosts_becomes_the_reference_and_only_an_absolute_floor_sees_i
     };
     let (_, fails) = run(&f, &floor);
     assert!(fails, "--expect-bw {} Gb/s: no failing finding", 0.8 * BW);
+}
+
+#[test]
+fn at_fleet_size_the_text_is_suspects_a_sorted_summary_and_histograms_not_matrices() {
+    let mut f = Fabric::healthy(128, 0.05, Pattern::AllPairs, 1);
+    f.nic[77] = 0.6;
+    let (v, pairs) = judged(&f, &Thresholds::default());
+    let hosts: Vec<HostInfo> = (0..f.n)
+        .map(|r| HostInfo {
+            rank: r,
+            host: name(r),
+            hostname: name(r),
+            device: "rxe0".into(),
+            port: 1,
+            gid: String::new(),
+            address: String::new(),
+            test_port: 0,
+        })
+        .collect();
+    let outcome = Outcome {
+        hosts,
+        pairs,
+        rounds: f.n,
+        reference: v.reference,
+        findings: v.findings,
+        limits: v.limits,
+        suspects: v.suspects,
+        notes: v.notes,
+        missing: Vec::new(),
+        missing_reasons: Vec::new(),
+        exit_code: 3,
+    };
+    let settings = FabricSettings {
+        pattern: "all-pairs".into(),
+        tests: vec!["bw".into(), "lat".into()],
+        bw_size: 65536,
+        bw_iterations: 100,
+        lat_size: 2,
+        lat_iterations: 100,
+        min_bw_ratio: 0.9,
+        max_lat_ratio: 1.5,
+        expect_bw_gbps: None,
+        expect_lat_us: None,
+        timeout_s: 30.0,
+        counter_check: true,
+        max_error_delta: None,
+    };
+    let report = rdmadiag::fabric::report(outcome, settings, std::time::Duration::from_secs(1));
+    assert_eq!(report.host_summary[0].host, name(77), "worst host first");
+    assert_eq!(report.suspects.hosts, [name(77)]);
+    let text = fabric_text(&report, Style::plain());
+    let lines = text.lines().count();
+    assert!(
+        lines < 100,
+        "{lines} lines for 128 hosts: matrices were printed?\n{text}"
+    );
+    assert!(
+        !text.contains("from \\ to"),
+        "no host x host matrix above 16 hosts:\n{text}"
+    );
+    assert!(text.contains(&name(77)), "the suspect is named:\n{text}");
+    assert!(
+        text.to_lowercase().contains("histogram") || text.contains('#'),
+        "a histogram of the pairs instead:\n{text}"
+    );
 }
