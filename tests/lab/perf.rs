@@ -829,3 +829,103 @@ fn a_stalled_peer_is_caught_with_true_counts() {
         "caught {took:?} after the peer stopped (timeout 3 s): {line}"
     );
 }
+
+/// The rkeys of the MRs that process `pid` holds on rxe0 now, from the kernel's resource
+/// tracking (`rdma resource show mr`, which names the thread that registered each: any of the
+/// process's threads counts).
+fn live_rkeys(pid: u32) -> Vec<u64> {
+    let threads: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    listed_mrs()
+        .into_iter()
+        .filter(|(tid, _)| threads.contains(tid))
+        .map(|(_, rkey)| rkey)
+        .collect()
+}
+
+/// Every MR the kernel lists on the guest's devices: (thread id, rkey).
+fn listed_mrs() -> Vec<(String, u64)> {
+    let o = std::process::Command::new("rdma")
+        .args(["resource", "show", "mr"])
+        .output()
+        .expect("run rdma resource show mr");
+    assert!(o.status.success(), "rdma resource show mr: {}", stderr(&o));
+    stdout(&o)
+        .lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            let after = |k: &str| w.iter().position(|x| *x == k).and_then(|i| w.get(i + 1));
+            let rkey = u64::from_str_radix(after("rkey")?.trim_start_matches("0x"), 16).ok()?;
+            Some((after("pid")?.to_string(), rkey))
+        })
+        .collect()
+}
+
+#[test]
+#[ignore = "lab: needs rxe0; run by scripts/test inside the Soft-RoCE lab"]
+fn an_rkey_handed_out_for_one_test_is_gone_once_the_test_ends() {
+    require_rxe0();
+    // A persistent RDMA WRITE server hands each client the rkey of a buffer made for that test.
+    // While the test runs the kernel lists that MR for the server's pid; once the test has
+    // ended it is deregistered: the rkey a client learned then reaches nothing, and the device
+    // refuses any WRITE that names it.
+    let port = "18741";
+    let mut server = spawn_rdmadiag(&["bw", "--op", "write", "--persist", "-p", port]);
+    wait_listening(18741, LIMIT);
+    let pid = server.id();
+    assert!(
+        live_rkeys(pid).is_empty(),
+        "the idle server holds an MR already"
+    );
+    for round in 1..=2 {
+        let client = spawn_rdmadiag(&[
+            "bw", "--op", "write", HOST, "-p", port, "-s", "4K", "-D", "4s", "--json",
+        ]);
+        // Look while the test runs (it moves data for 4 s, after a set-up of about 1 s).
+        let t = Instant::now();
+        let mut during = Vec::new();
+        while t.elapsed() < Duration::from_secs(4) && during.is_empty() {
+            std::thread::sleep(Duration::from_millis(250));
+            during = live_rkeys(pid);
+        }
+        let o = wait_limit(client, LIMIT, "bw write client");
+        assert!(o.status.success(), "client {round}: {}", stderr(&o));
+        let v: Value = serde_json::from_slice(&o.stdout).expect("client JSON");
+        let rkey = v["remote"]["memory"]["rkey"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no remote.memory.rkey in the client's report: {v}"));
+        assert!(
+            during.contains(&rkey),
+            "test {round}: the server's MRs during the test were {during:x?}, not the rkey \
+             {rkey:#x} its client was given"
+        );
+        // The server ends its half of the test when the client has its results.
+        let t = Instant::now();
+        let mut after = live_rkeys(pid);
+        while t.elapsed() < Duration::from_secs(10) && !after.is_empty() {
+            std::thread::sleep(Duration::from_millis(250));
+            after = live_rkeys(pid);
+        }
+        assert!(
+            after.is_empty(),
+            "test {round} ended but the server still holds MRs {after:x?} (rkey {rkey:#x})"
+        );
+        let anywhere: Vec<(String, u64)> =
+            listed_mrs().into_iter().filter(|m| m.1 == rkey).collect();
+        assert!(
+            anywhere.is_empty(),
+            "rkey {rkey:#x} is still registered after its test: {anywhere:?}"
+        );
+    }
+    assert!(
+        server.try_wait().unwrap().is_none(),
+        "the persistent server exited"
+    );
+    server.kill().unwrap();
+    let _ = server.wait();
+}
