@@ -48,7 +48,15 @@ pub enum Command {
     /// List RDMA devices: GUID, type, firmware, PCI id, ports and their state (read from sysfs).
     #[command(after_help = EXIT_CODES_HELP)]
     Devices(DevicesArgs),
-    /// Show ports: state, link layer, speed, netdev and its MTU, and the GID table with types and IPs.
+    /// Show ports: state, link layer, speed, active IB MTU, netdev and its MTU, and the GID table
+    /// with types and IPs.
+    ///
+    /// The active MTU is ibv_devinfo's active_mtu. On RoCE it is computed from the netdev MTU as
+    /// the kernel does, without opening the device: the largest IB MTU (256 … 4096) that fits the
+    /// netdev MTU less the RoCE headers, 80 bytes on Soft-RoCE (rxe; never below 256), 96 on
+    /// other drivers (ib_core's rule, as mlx4 and mlx5 use; -v asks the device itself). So a
+    /// netdev MTU of 1500 gives 1024, and 4200 or 9000 give 4096. On InfiniBand and iWARP only
+    /// the device knows it: those ports' devices are opened for it.
     #[command(after_help = EXIT_CODES_HELP)]
     Ports(PortsArgs),
     /// SEND/RECV ping-pong round trips (like ibv_rc_pingpong): server without HOST, client with.
