@@ -384,6 +384,8 @@ fn every_key_of_the_fabric_report_is_documented() {
         expect_lat_us: None,
         timeout_s: 30.0,
         counter_check: true,
+        tclass: 0,
+        sl: 0,
     };
     let r = rdmadiag::fabric::report(o, settings, Duration::from_secs(1));
     let v = serde_json::to_value(&r).unwrap();

@@ -57,6 +57,7 @@ pub fn run(args: &FabricArgs) -> Result<u8> {
             port: args.ib_port,
             gid_index: args.gid_index,
         },
+        priority: args.priority.into(),
     };
     let pattern = match args.pattern {
         PatternArg::AllPairs => Pattern::AllPairs,
@@ -151,6 +152,8 @@ fn fabric_settings(args: &FabricArgs, s: &PairSettings, pattern: Pattern) -> Fab
         expect_lat_us: args.expect_lat.map(|d| d.as_secs_f64() * 1e6),
         timeout_s: args.timeout.as_secs_f64(),
         counter_check: !args.no_counter_check,
+        tclass: s.priority.tclass.unwrap_or(0),
+        sl: s.priority.sl.unwrap_or(0),
     }
 }
 

@@ -115,6 +115,11 @@ pub struct FabricSettings {
     pub timeout_s: f64,
     /// Pairs whose error counters rose are flagged (off with --no-counter-check).
     pub counter_check: bool,
+    /// `--tclass`, `--sl`: the pair tests' RoCE traffic class and InfiniBand service level.
+    #[serde(default)]
+    pub tclass: u8,
+    #[serde(default)]
+    pub sl: u8,
 }
 
 /// A whole fabric run, as rank 0 reports it.
@@ -207,6 +212,13 @@ pub fn fabric_text(r: &FabricReport, style: Style) -> String {
         s.pattern,
         r.duration_s
     );
+    if (s.tclass, s.sl) != (0, 0) {
+        let _ = writeln!(
+            out,
+            "settings: {}",
+            super::qos_text(Some(s.tclass), Some(s.sl))
+        );
+    }
     let tested = |t: &str| s.tests.iter().any(|x| x == t);
     if tested("bw") {
         let _ = writeln!(
@@ -475,6 +487,8 @@ mod tests {
                 expect_lat_us: None,
                 timeout_s: 30.0,
                 counter_check: true,
+                tclass: 0,
+                sl: 0,
             },
             rounds: 3,
             duration_s: 1.0,
