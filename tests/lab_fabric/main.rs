@@ -9,6 +9,8 @@
 //! the thresholds loose, because 4 TCG guests on 2 host cores are noisy: the tests assert
 //! classifications, never figures.
 
+mod tclass;
+
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
