@@ -97,7 +97,7 @@ _rdmadiag() {
             return 0
             ;;
         rdmadiag__subcmd__bw)
-            opts="-c -s -a -n -D -I -F -p -i -x -v -q -t -Q -l -o -b -w -y -d -h -V --op --connection --size --all --sizes --iters --duration --vs-tcp --inline --CPU-freq --report_gbits --counters --port --bind --persist --loopback --cm --ib-port --gid-index --mtu --timeout --wait --max-size --max-qps --verbose --json --qps --tx-depth --cq-mod --post-list --outstanding --bidirectional --units --expect-bw --limit_bw --expect-msgrate --limit_msgrate --expect-size --device --help --version"
+            opts="-c -s -a -n -D -I -F -p -i -x -v -q -t -Q -l -o -b -w -y -d -h -V --op --connection --size --all --sizes --iters --duration --vs-tcp --inline --CPU-freq --report_gbits --counters --port --bind --persist --loopback --cm --ib-port --gid-index --mtu --tclass --sl --timeout --wait --max-size --max-qps --verbose --json --qps --tx-depth --cq-mod --post-list --outstanding --bidirectional --units --expect-bw --limit_bw --expect-msgrate --limit_msgrate --expect-size --device --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -180,6 +180,14 @@ _rdmadiag() {
                     return 0
                     ;;
                 --mtu)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tclass)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sl)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -289,7 +297,7 @@ _rdmadiag() {
             return 0
             ;;
         rdmadiag__subcmd__check)
-            opts="-o -d -h -V --expect-state --expect-rate --expect-width --expect-mtu --expect-link-layer --expect-gid --interval --max-error-delta --loopback-bw --loopback-lat --peer --peer-bw --peer-lat --timeout --format --output --slurm-drain --json --device --help --version"
+            opts="-o -d -h -V --expect-state --expect-rate --expect-width --expect-mtu --expect-link-layer --expect-gid --interval --max-error-delta --loopback-bw --loopback-lat --peer --peer-bw --peer-lat --tclass --sl --timeout --format --output --slurm-drain --json --device --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -340,6 +348,14 @@ _rdmadiag() {
                     return 0
                     ;;
                 --peer-lat)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tclass)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sl)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -401,7 +417,7 @@ _rdmadiag() {
             return 0
             ;;
         rdmadiag__subcmd__fabric)
-            opts="-s -n -i -x -v -d -h -V --hosts --coordinator --pattern --tests --size --iters --ib-port --gid-index --seed --min-bw-ratio --max-lat-ratio --expect-bw --expect-lat --no-counter-check --max-error-delta --allow-missing --no-retest --timeout --csv --prometheus --verbose --key-file --insecure --bind --json --device --help --version"
+            opts="-s -n -i -x -v -d -h -V --hosts --coordinator --pattern --tests --size --iters --ib-port --gid-index --tclass --sl --seed --min-bw-ratio --max-lat-ratio --expect-bw --expect-lat --no-counter-check --max-error-delta --allow-missing --no-retest --timeout --csv --prometheus --verbose --key-file --insecure --bind --json --device --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -452,6 +468,14 @@ _rdmadiag() {
                     return 0
                     ;;
                 -x)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tclass)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sl)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -671,7 +695,7 @@ _rdmadiag() {
             return 0
             ;;
         rdmadiag__subcmd__lat)
-            opts="-c -s -a -n -D -I -F -p -i -x -v -d -h -V --op --connection --size --all --sizes --iters --duration --vs-tcp --inline --CPU-freq --report_gbits --counters --port --bind --persist --loopback --cm --ib-port --gid-index --mtu --timeout --wait --max-size --max-qps --verbose --json --histogram --timing --expect-lat --expect-percentile --expect-size --device --help --version"
+            opts="-c -s -a -n -D -I -F -p -i -x -v -d -h -V --op --connection --size --all --sizes --iters --duration --vs-tcp --inline --CPU-freq --report_gbits --counters --port --bind --persist --loopback --cm --ib-port --gid-index --mtu --tclass --sl --timeout --wait --max-size --max-qps --verbose --json --histogram --timing --expect-lat --expect-percentile --expect-size --device --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -757,6 +781,14 @@ _rdmadiag() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --tclass)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sl)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -807,7 +839,7 @@ _rdmadiag() {
             return 0
             ;;
         rdmadiag__subcmd__pingpong)
-            opts="-c -s -n -e -p -i -x -v -d -h -V --connection --size --iters --rx-depth --events --counters --port --bind --persist --loopback --cm --ib-port --gid-index --mtu --timeout --wait --max-size --max-qps --verbose --compat --json --device --help --version"
+            opts="-c -s -n -e -p -i -x -v -d -h -V --connection --size --iters --rx-depth --events --counters --port --bind --persist --loopback --cm --ib-port --gid-index --mtu --tclass --sl --timeout --wait --max-size --max-qps --verbose --compat --json --device --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -870,6 +902,14 @@ _rdmadiag() {
                     return 0
                     ;;
                 --mtu)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tclass)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sl)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -947,7 +987,7 @@ _rdmadiag() {
             return 0
             ;;
         rdmadiag__subcmd__read)
-            opts="-s -n -p -i -x -v -d -h -V --size --iters --counters --port --bind --persist --loopback --cm --ib-port --gid-index --mtu --timeout --wait --max-size --max-qps --verbose --json --device --help --version"
+            opts="-s -n -p -i -x -v -d -h -V --size --iters --counters --port --bind --persist --loopback --cm --ib-port --gid-index --mtu --tclass --sl --timeout --wait --max-size --max-qps --verbose --json --device --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -998,6 +1038,14 @@ _rdmadiag() {
                     return 0
                     ;;
                 --mtu)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tclass)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sl)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1035,7 +1083,7 @@ _rdmadiag() {
             return 0
             ;;
         rdmadiag__subcmd__write)
-            opts="-s -n -p -i -x -v -d -h -V --size --iters --counters --port --bind --persist --loopback --cm --ib-port --gid-index --mtu --timeout --wait --max-size --max-qps --verbose --json --device --help --version"
+            opts="-s -n -p -i -x -v -d -h -V --size --iters --counters --port --bind --persist --loopback --cm --ib-port --gid-index --mtu --tclass --sl --timeout --wait --max-size --max-qps --verbose --json --device --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1086,6 +1134,14 @@ _rdmadiag() {
                     return 0
                     ;;
                 --mtu)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tclass)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sl)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -34,7 +34,7 @@ end
 complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -s h -l help -d 'Print help'
 complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -s V -l version -d 'Print version'
 complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "devices" -d 'List RDMA devices: GUID, type, firmware, PCI id, ports and their state (read from sysfs)'
-complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "ports" -d 'Show ports: state, link layer, speed, netdev and its MTU, and the GID table with types and IPs'
+complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "ports" -d 'Show ports: state, link layer, speed, active IB MTU, netdev and its MTU, and the GID table with types and IPs'
 complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "pingpong" -d 'SEND/RECV ping-pong round trips (like ibv_rc_pingpong): server without HOST, client with'
 complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "bw" -d 'Bandwidth and message rate of SEND, RDMA WRITE or RDMA READ (like ib_*_bw)'
 complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "lat" -d 'Latency of SEND, RDMA WRITE or RDMA READ, with percentiles (like ib_*_lat)'
@@ -53,7 +53,7 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand ports" -s d -l device 
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand ports" -s v -l verbose -d 'Add device limits and port details, the IB MTUs among them (at least what `ibv_devinfo -v` shows): this opens each device through libibverbs, where without -v only sysfs is read'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand ports" -l counters -d 'Add the port counters from sysfs (counters/ and hw_counters/); non-zero error counters are highlighted'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand ports" -l json -d 'Print one JSON document instead of tables (schema: rdmadiag-json(7))'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand ports" -s h -l help -d 'Print help'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand ports" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand ports" -s V -l version -d 'Print version'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -s c -l connection -d 'Transport: reliable (RC), unreliable connected (UC) or unreliable datagram (UD)' -r -f -a "RC\t'Reliable connected'
 UC\t'Unreliable connected'
@@ -66,6 +66,8 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l bind -d '
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -s i -l ib-port -d 'Use this port of the device (1-based)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -s x -l gid-index -d 'Use this GID index (default on RoCE: the RoCE v2 GID of the IP that reaches the peer)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l mtu -d 'Path MTU in bytes (default: the smaller active MTU of the two ports)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l tclass -d 'RoCE traffic class of the test\'s packets, 0-255 (0x prefix for hex): the GRH traffic class, which RoCE v2 carries as the IP TOS byte, so the DSCP is its top 6 bits (DSCP 26 is --tclass 104) and the ECN its low 2. With --cm it is rdma_cm\'s ToS. Default 0' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l sl -d 'InfiniBand service level of the test\'s packets, 0-15 (not with --cm, where the path gives it). Default 0' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l timeout -d 'Longest wait for anything from the peer (connect, each message, each completion); a bare number is seconds' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l wait -d 'Server: how long to wait for a client before giving up (not with --persist)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l max-size -d 'Server: refuse tests whose messages are larger than this' -r
@@ -97,6 +99,8 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l bind -d 'Server
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s i -l ib-port -d 'Use this port of the device (1-based)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s x -l gid-index -d 'Use this GID index (default on RoCE: the RoCE v2 GID of the IP that reaches the peer)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l mtu -d 'Path MTU in bytes (default: the smaller active MTU of the two ports)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l tclass -d 'RoCE traffic class of the test\'s packets, 0-255 (0x prefix for hex): the GRH traffic class, which RoCE v2 carries as the IP TOS byte, so the DSCP is its top 6 bits (DSCP 26 is --tclass 104) and the ECN its low 2. With --cm it is rdma_cm\'s ToS. Default 0' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l sl -d 'InfiniBand service level of the test\'s packets, 0-15 (not with --cm, where the path gives it). Default 0' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l timeout -d 'Longest wait for anything from the peer (connect, each message, each completion); a bare number is seconds' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l wait -d 'Server: how long to wait for a client before giving up (not with --persist)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l max-size -d 'Server: refuse tests whose messages are larger than this' -r
@@ -143,6 +147,8 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l bind -d 'Serve
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s i -l ib-port -d 'Use this port of the device (1-based)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s x -l gid-index -d 'Use this GID index (default on RoCE: the RoCE v2 GID of the IP that reaches the peer)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l mtu -d 'Path MTU in bytes (default: the smaller active MTU of the two ports)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l tclass -d 'RoCE traffic class of the test\'s packets, 0-255 (0x prefix for hex): the GRH traffic class, which RoCE v2 carries as the IP TOS byte, so the DSCP is its top 6 bits (DSCP 26 is --tclass 104) and the ECN its low 2. With --cm it is rdma_cm\'s ToS. Default 0' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l sl -d 'InfiniBand service level of the test\'s packets, 0-15 (not with --cm, where the path gives it). Default 0' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l timeout -d 'Longest wait for anything from the peer (connect, each message, each completion); a bare number is seconds' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l wait -d 'Server: how long to wait for a client before giving up (not with --persist)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l max-size -d 'Server: refuse tests whose messages are larger than this' -r
@@ -173,6 +179,8 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -l bind -d 'Ser
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -s i -l ib-port -d 'Use this port of the device (1-based)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -s x -l gid-index -d 'Use this GID index (default on RoCE: the RoCE v2 GID of the IP that reaches the peer)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -l mtu -d 'Path MTU in bytes (default: the smaller active MTU of the two ports)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -l tclass -d 'RoCE traffic class of the test\'s packets, 0-255 (0x prefix for hex): the GRH traffic class, which RoCE v2 carries as the IP TOS byte, so the DSCP is its top 6 bits (DSCP 26 is --tclass 104) and the ECN its low 2. With --cm it is rdma_cm\'s ToS. Default 0' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -l sl -d 'InfiniBand service level of the test\'s packets, 0-15 (not with --cm, where the path gives it). Default 0' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -l timeout -d 'Longest wait for anything from the peer (connect, each message, each completion); a bare number is seconds' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -l wait -d 'Server: how long to wait for a client before giving up (not with --persist)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -l max-size -d 'Server: refuse tests whose messages are larger than this' -r
@@ -193,6 +201,8 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l bind -d 'Serv
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -s i -l ib-port -d 'Use this port of the device (1-based)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -s x -l gid-index -d 'Use this GID index (default on RoCE: the RoCE v2 GID of the IP that reaches the peer)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l mtu -d 'Path MTU in bytes (default: the smaller active MTU of the two ports)' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l tclass -d 'RoCE traffic class of the test\'s packets, 0-255 (0x prefix for hex): the GRH traffic class, which RoCE v2 carries as the IP TOS byte, so the DSCP is its top 6 bits (DSCP 26 is --tclass 104) and the ECN its low 2. With --cm it is rdma_cm\'s ToS. Default 0' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l sl -d 'InfiniBand service level of the test\'s packets, 0-15 (not with --cm, where the path gives it). Default 0' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l timeout -d 'Longest wait for anything from the peer (connect, each message, each completion); a bare number is seconds' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l wait -d 'Server: how long to wait for a client before giving up (not with --persist)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l max-size -d 'Server: refuse tests whose messages are larger than this' -r
@@ -222,6 +232,8 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand check" -l loopback-lat
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand check" -l peer -d 'Run --peer-bw and --peer-lat against this persistent rdmadiag server (`rdmadiag bw --persist` there; any test subcommand serves every test). PORT defaults to 18515' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand check" -l peer-bw -d 'RDMA WRITE bandwidth to --peer (64 KiB messages, up to 1 s) must average at least this' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand check" -l peer-lat -d 'RDMA WRITE latency to --peer (2 B, 1000 samples) must have a median of at most this' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand check" -l tclass -d 'RoCE traffic class of the test\'s packets, 0-255 (0x prefix for hex): the GRH traffic class, which RoCE v2 carries as the IP TOS byte, so the DSCP is its top 6 bits (DSCP 26 is --tclass 104) and the ECN its low 2. With --cm it is rdma_cm\'s ToS. Default 0' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand check" -l sl -d 'InfiniBand service level of the test\'s packets, 0-15 (not with --cm, where the path gives it). Default 0' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand check" -l timeout -d 'Bounds the whole run, every test and wait included (well inside Slurm\'s HealthCheckTimeout, 60 s by default); a bare number is seconds' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand check" -l format -d 'How to write the report' -r -f -a "text\t'A table: check, target, expected, actual, verdict'
 json\t'One JSON document (rdmadiag-json(7))'
@@ -245,6 +257,8 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -s s -l size -
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -s n -l iters -d 'Iterations of each test (bandwidth messages, latency round trips)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -s i -l ib-port -d 'Use this port of the device (1-based)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -s x -l gid-index -d 'Use this GID index' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l tclass -d 'RoCE traffic class of the test\'s packets, 0-255 (0x prefix for hex): the GRH traffic class, which RoCE v2 carries as the IP TOS byte, so the DSCP is its top 6 bits (DSCP 26 is --tclass 104) and the ECN its low 2. With --cm it is rdma_cm\'s ToS. Default 0' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l sl -d 'InfiniBand service level of the test\'s packets, 0-15 (not with --cm, where the path gives it). Default 0' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l seed -d 'Seed of --pattern quick\'s matchings (the same on every rank)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l min-bw-ratio -d 'A host, link or group is slow when its bandwidth is below this fraction of the reference (the median of the hosts\' median bandwidths) and beyond the run\'s noise' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l max-lat-ratio -d 'A host or link is slow when its latency is above this multiple of the reference (the median of the hosts\' median latencies) and beyond the run\'s noise' -r
@@ -266,7 +280,7 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l json -d 'Pr
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -s V -l version -d 'Print version'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read check fabric help" -f -a "devices" -d 'List RDMA devices: GUID, type, firmware, PCI id, ports and their state (read from sysfs)'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read check fabric help" -f -a "ports" -d 'Show ports: state, link layer, speed, netdev and its MTU, and the GID table with types and IPs'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read check fabric help" -f -a "ports" -d 'Show ports: state, link layer, speed, active IB MTU, netdev and its MTU, and the GID table with types and IPs'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read check fabric help" -f -a "pingpong" -d 'SEND/RECV ping-pong round trips (like ibv_rc_pingpong): server without HOST, client with'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read check fabric help" -f -a "bw" -d 'Bandwidth and message rate of SEND, RDMA WRITE or RDMA READ (like ib_*_bw)'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read check fabric help" -f -a "lat" -d 'Latency of SEND, RDMA WRITE or RDMA READ, with percentiles (like ib_*_lat)'

@@ -76,6 +76,21 @@ pub fn parse_mtu(s: &str) -> Result<u32, String> {
     }
 }
 
+/// A RoCE traffic class (the IP TOS byte): 0-255, decimal or 0x hex (104 = 0x68, DSCP 26).
+pub fn parse_tclass(s: &str) -> Result<u8, String> {
+    let t = s.trim();
+    let v = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(h) => u32::from_str_radix(h, 16),
+        None => t.parse::<u32>(),
+    };
+    v.ok().and_then(|v| u8::try_from(v).ok()).ok_or_else(|| {
+        format!(
+            "'{s}' is not a traffic class: 0-255 (or 0x00-0xff); the DSCP is its top 6 \
+                 bits, so DSCP 26 is 104"
+        )
+    })
+}
+
 /// A positive number and what follows it ("90Gb/s" -> (90, "Gb/s")).
 fn number_and_unit<'a>(s: &str, t: &'a str, examples: &str) -> Result<(f64, &'a str), String> {
     let split = t
@@ -174,6 +189,19 @@ pub fn parse_percentile(s: &str) -> Result<f64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn traffic_classes_are_a_byte_in_decimal_or_hex() {
+        assert_eq!(parse_tclass("0"), Ok(0));
+        assert_eq!(parse_tclass("104"), Ok(104));
+        assert_eq!(parse_tclass("0x68"), Ok(104));
+        assert_eq!(parse_tclass("0XFF"), Ok(255));
+        assert_eq!(parse_tclass("255"), Ok(255));
+        for bad in ["256", "-1", "0x100", "", "ef", "1.5"] {
+            let e = parse_tclass(bad).unwrap_err();
+            assert!(e.contains("0-255") && e.contains("DSCP"), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn sizes_take_binary_suffixes() {

@@ -22,6 +22,8 @@ fn bw_spec(op: Op, transport: QpType) -> TestSpec {
         events: false,
         mtu: None,
         cm: false,
+        tclass: None,
+        sl: None,
         perf: Some(PerfSpec::one_at_a_time(op, vec![65536], 10, None)),
     }
 }

@@ -383,3 +383,25 @@ fn a_server_without_rdma_fails_at_once_without_listening() {
     }
     fs::remove_dir_all(root).unwrap();
 }
+
+#[test]
+fn a_priority_out_of_range_or_on_the_wrong_side_is_a_usage_error_before_any_wait() {
+    for (args, says) in [
+        (&["bw", "10.0.0.1", "--tclass", "256"][..], "0-255"),
+        (&["lat", "10.0.0.1", "--sl", "16"], "0..=15"),
+        (&["pingpong", "10.0.0.1", "--cm", "--sl", "1"], "rdma_cm"),
+        (&["bw", "--tclass", "104"], "client's to choose"),
+        (&["read", "--sl", "1"], "client's to choose"),
+        (&["check", "--tclass", "104"], "active tests"),
+    ] {
+        let t = std::time::Instant::now();
+        let o = rdmadiag(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        let line = one_error_line(&o);
+        assert!(line.contains(says), "{args:?}: {line}");
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(5),
+            "{args:?} waited"
+        );
+    }
+}

@@ -173,3 +173,39 @@ fn thresholds_need_their_units() {
         }
     }
 }
+
+#[test]
+fn traffic_class_and_service_level_on_every_data_path_subcommand_and_the_active_tests() {
+    let priority = |c: Command| match c {
+        Command::Pingpong(a) => a.connect.priority,
+        Command::Bw(a) => a.common.connect.priority,
+        Command::Lat(a) => a.common.connect.priority,
+        Command::Write(a) | Command::Read(a) => a.connect.priority,
+        Command::Check(a) => a.priority,
+        Command::Fabric(a) => a.priority,
+        other => panic!("{other:?}"),
+    };
+    for sub in ["pingpong", "bw", "lat", "write", "read"] {
+        let p = priority(parse(&[sub, "10.0.0.1", "--tclass", "0x68", "--sl", "3"]));
+        assert_eq!((p.tclass, p.sl), (Some(104), Some(3)), "{sub}");
+        let p = priority(parse(&[sub, "10.0.0.1"]));
+        assert_eq!((p.tclass, p.sl), (None, None), "{sub}");
+        assert!(usage_error(&[sub, "10.0.0.1", "--tclass", "256"]).contains("0-255"));
+        assert!(usage_error(&[sub, "10.0.0.1", "--tclass=-1"]).contains("traffic class"));
+        assert!(usage_error(&[sub, "10.0.0.1", "--sl", "16"]).contains("0..=15"));
+    }
+    let p = priority(parse(&[
+        "check",
+        "--loopback-bw",
+        "1Gb/s",
+        "--tclass",
+        "255",
+        "--sl",
+        "15",
+    ]));
+    assert_eq!((p.tclass, p.sl), (Some(255), Some(15)));
+    let p = priority(parse(&["fabric", "--tclass", "104", "--sl", "0"]));
+    assert_eq!((p.tclass, p.sl), (Some(104), Some(0)));
+    assert!(usage_error(&["check", "--loopback-bw", "1Gb/s", "--sl", "16"]).contains("0..=15"));
+    assert!(usage_error(&["fabric", "--tclass", "300"]).contains("0-255"));
+}

@@ -703,6 +703,8 @@ fn every_key_of_the_fabric_report_is_documented() {
         timeout_s: 30.0,
         counter_check: true,
         max_error_delta: Some(5),
+        tclass: 0,
+        sl: 0,
     };
     let r = rdmadiag::fabric::report(o, settings, Duration::from_secs(1));
     let v = serde_json::to_value(&r).unwrap();

@@ -430,6 +430,8 @@ fn at_fleet_size_the_text_is_suspects_a_sorted_summary_and_histograms_not_matric
         timeout_s: 30.0,
         counter_check: true,
         max_error_delta: None,
+        tclass: 0,
+        sl: 0,
     };
     let report = rdmadiag::fabric::report(outcome, settings, std::time::Duration::from_secs(1));
     assert_eq!(report.host_summary[0].host, name(77), "worst host first");

@@ -31,6 +31,7 @@ fn fake_tree(name: &str) -> PathBuf {
     write(rxe.join("sys_image_guid"), "5009:5fff:fe18:7007");
     write(rxe.join("node_type"), "1: CA");
     write(rxe.join("fw_ver"), "");
+    write(rxe.join("parent"), "dummy0");
     port(
         &rxe,
         1,
@@ -170,6 +171,13 @@ fn ports_come_from_sysfs_alone() {
     assert_eq!(rxe["rate_gbps"], 2.5);
     assert_eq!(rxe["netdev"], "dummy0");
     assert_eq!(rxe["netdev_mtu"], 1500);
+    let mtu = &rxe["active_mtu"];
+    assert_eq!(
+        mtu["mtu"], 1024,
+        "1500 less rxe's 80 bytes of headers: {mtu}"
+    );
+    assert_eq!(mtu["source"], "netdev");
+    assert_eq!(mtu["header_bytes"], 80);
     assert_eq!(rxe["pkeys"], serde_json::json!(["0xffff"]));
     let gids = rxe["gids"].as_array().unwrap();
     assert_eq!(gids.len(), 2, "zero GIDs are not listed: {gids:?}");
@@ -189,6 +197,8 @@ fn ports_come_from_sysfs_alone() {
     assert_eq!(ib[0]["gids"][0]["type"], "IB");
     assert_eq!(ib[0]["gids"][0]["ip"], serde_json::Value::Null);
     assert_eq!(ib[0]["netdev"], serde_json::Value::Null);
+    // InfiniBand: only the device tells, and libibverbs finds none here.
+    assert_eq!(ib[0]["active_mtu"], serde_json::Value::Null);
     assert_eq!(ib[1]["state"], "down");
     assert_eq!(ib[1]["physical_state"], "disabled");
 
@@ -217,7 +227,7 @@ fn ports_come_from_sysfs_alone() {
     assert!(!out.contains("port 2"), "{out}");
     let o = run(&root, &["ports", "-d", "rxe0"]);
     assert!(
-        stdout(&o).contains("netdev 1500 (IB MTU: ports -v)"),
+        stdout(&o).contains("1024 active (netdev 1500 less 80 B of headers)"),
         "{}",
         stdout(&o)
     );
@@ -262,6 +272,57 @@ fn an_unreadable_attribute_is_one_line_naming_the_file() {
     assert!(
         line.contains("mlx5_0 port 1") && line.contains("ports/1/state"),
         "{line}"
+    );
+    fs::remove_dir_all(root).unwrap();
+}
+
+#[test]
+fn the_active_mtu_follows_the_netdev_mtu_by_the_drivers_rule() {
+    let root = fake_tree("mtu");
+    let netdev_mtu = root.join("class/net/dummy0/mtu");
+    let parent = root.join("class/infiniband/rxe0/parent");
+    let active = |args: &[&str]| {
+        let doc = json(&root, args);
+        doc["ports"][0]["active_mtu"].clone()
+    };
+    let rxe = ["ports", "-d", "rxe0", "--json"];
+    for (mtu, want) in [
+        (1500, 1024),
+        (4175, 2048),
+        (4176, 4096),
+        (4200, 4096),
+        (9000, 4096),
+    ] {
+        write(netdev_mtu.clone(), &mtu.to_string());
+        assert_eq!(active(&rxe)["mtu"], want, "rxe at netdev MTU {mtu}");
+    }
+    write(netdev_mtu.clone(), "300");
+    assert_eq!(active(&rxe)["mtu"], 256, "rxe's floor");
+
+    // Without rxe's `parent` attribute the port is a hardware RoCE one: ib_core's 96 bytes.
+    fs::remove_file(&parent).unwrap();
+    for (mtu, want) in [(4191, 2048), (4192, 4096), (1500, 1024)] {
+        write(netdev_mtu.clone(), &mtu.to_string());
+        let a = active(&rxe);
+        assert_eq!(a["mtu"], want, "ib_core at netdev MTU {mtu}");
+        assert_eq!(a["header_bytes"], 96);
+    }
+    write(netdev_mtu.clone(), "300");
+    assert_eq!(active(&rxe), serde_json::Value::Null, "no IB MTU fits");
+
+    write(netdev_mtu, "4200");
+    let o = run(&root, &["ports", "-d", "rxe0"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("4096 active (netdev 4200 less 96 B of headers)"),
+        "{out}"
+    );
+    let o = run(&root, &["ports", "-d", "mlx5_0", "-p", "1"]);
+    assert!(
+        stdout(&o).contains("IB MTU unknown (ports -v)"),
+        "{}",
+        stdout(&o)
     );
     fs::remove_dir_all(root).unwrap();
 }

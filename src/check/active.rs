@@ -3,11 +3,12 @@
 
 use super::targets::label;
 use super::{Deadline, Plan, gbits_text, micros_text, stopped_by_signal};
-use crate::connect::control::{DEFAULT_PORT, Op, PerfSpec, QpType, TestSpec};
+use crate::connect::control::{DEFAULT_PORT, Op, PerfSpec, Priority, QpType, TestSpec};
 use crate::connect::endpoint::PortChoice;
 use crate::report::check::{Check, CheckName};
 use crate::report::inventory::PortInfo;
 use crate::report::perf::PerfReport;
+use crate::report::qos_text;
 use crate::session::{SessionOptions, Unobserved};
 use crate::{Role, TestReport};
 use anyhow::{Result, bail};
@@ -82,6 +83,8 @@ fn bw_spec(time: Duration) -> TestSpec {
         events: false,
         mtu: None,
         cm: false,
+        tclass: None,
+        sl: None,
         perf: Some(PerfSpec {
             qps: 1,
             tx_depth: 128,
@@ -102,6 +105,8 @@ fn lat_spec() -> TestSpec {
         events: false,
         mtu: None,
         cm: false,
+        tclass: None,
+        sl: None,
         perf: Some(PerfSpec {
             inline: 236,
             ..PerfSpec::one_at_a_time(Op::Write, vec![LAT_SIZE], LAT_ITERATIONS, None)
@@ -157,7 +162,7 @@ fn expected_text(m: Measure) -> String {
 fn run_one(
     m: Measure,
     mut v: Verdict,
-    choice: PortChoice,
+    (choice, priority): (PortChoice, Priority),
     role: Role,
     port: u16,
     deadline: &Deadline,
@@ -172,7 +177,8 @@ fn run_one(
     let spec = match m {
         Measure::Bw(_) => bw_spec(BW_TIME.min(left / 3)),
         Measure::Lat(_) => lat_spec(),
-    };
+    }
+    .with_priority(priority);
     let opts = SessionOptions::in_process(choice, port, timeout);
     let report = match crate::run(&spec, &opts, role, &Unobserved) {
         Ok(TestReport::Perf(r)) => *r,
@@ -220,8 +226,8 @@ fn judge(m: Measure, v: Verdict, expected: String, r: &PerfReport) -> Check {
     }
 }
 
-fn settings(m: Measure, how: &str) -> String {
-    match m {
+fn settings(m: Measure, how: &str, priority: Priority) -> String {
+    let text = match m {
         Measure::Bw(_) => format!(
             "RDMA WRITE {how}, {} KiB messages, 1 QP, for up to {} s",
             BW_SIZE / 1024,
@@ -231,6 +237,10 @@ fn settings(m: Measure, how: &str) -> String {
             "RDMA WRITE {how}, {LAT_SIZE} B messages, {LAT_ITERATIONS} samples, median of half \
              round trips"
         ),
+    };
+    match (priority.tclass, priority.sl) {
+        (None, None) => text,
+        (t, s) => format!("{text}, {}", qos_text(t.or(Some(0)), s.or(Some(0)))),
     }
 }
 
@@ -251,21 +261,33 @@ pub fn loopback(p: &PortInfo, plan: &Plan, deadline: &Deadline) -> Result<Vec<Ch
             device: Some(p.device.clone()),
             port: Some(p.port),
             peer: None,
-            settings: settings(m, "loopback"),
+            settings: settings(m, "loopback", plan.priority),
         };
         let choice = PortChoice {
             device: Some(p.device.clone()),
             port: Some(p.port),
             gid_index: None,
         };
-        out.push(run_one(m, v, choice, Role::Loopback, 0, deadline)?);
+        out.push(run_one(
+            m,
+            v,
+            (choice, plan.priority),
+            Role::Loopback,
+            0,
+            deadline,
+        )?);
     }
     Ok(out)
 }
 
 /// `--peer-bw` and `--peer-lat` against the server at `peer`, from `pinned` (the one target
 /// named with -d) or the port that reaches the peer.
-pub fn peer(peer: &Peer, pinned: Option<&PortInfo>, deadline: &Deadline) -> Result<Vec<Check>> {
+pub fn peer(
+    peer: &Peer,
+    pinned: Option<&PortInfo>,
+    priority: Priority,
+    deadline: &Deadline,
+) -> Result<Vec<Check>> {
     let mut asked = Vec::new();
     if let Some(bps) = peer.bw {
         asked.push((CheckName::PeerBw, Measure::Bw(bps)));
@@ -290,7 +312,7 @@ pub fn peer(peer: &Peer, pinned: Option<&PortInfo>, deadline: &Deadline) -> Resu
             device,
             port,
             peer: Some(address.clone()),
-            settings: settings(m, &format!("to {address}")),
+            settings: settings(m, &format!("to {address}"), priority),
         };
         let choice = PortChoice {
             device: pinned.map(|p| p.device.clone()),
@@ -300,7 +322,14 @@ pub fn peer(peer: &Peer, pinned: Option<&PortInfo>, deadline: &Deadline) -> Resu
         let role = Role::Client {
             host: peer.host.clone(),
         };
-        out.push(run_one(m, v, choice, role, peer.port, deadline)?);
+        out.push(run_one(
+            m,
+            v,
+            (choice, priority),
+            role,
+            peer.port,
+            deadline,
+        )?);
     }
     Ok(out)
 }

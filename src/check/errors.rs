@@ -123,6 +123,7 @@ mod tests {
             rate_gbps: None,
             netdev: None,
             netdev_mtu: None,
+            active_mtu: None,
             default_gid_index: None,
             gids: vec![],
             pkeys: vec![],

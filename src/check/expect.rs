@@ -261,6 +261,7 @@ mod tests {
             rate_gbps: Some(2.5),
             netdev: Some("dummy0".into()),
             netdev_mtu: Some(1500),
+            active_mtu: None,
             default_gid_index: Some(1),
             gids: vec![
                 gid(0, "fe80::43:caff:feb6:e9d8", false),

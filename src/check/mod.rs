@@ -15,6 +15,7 @@ pub use active::Peer;
 pub use expect::{Expectations, ExpectedState};
 pub use targets::{Target, parse_target};
 
+use crate::connect::control::Priority;
 use crate::exit::{Interrupted, STOP, UsageError};
 use crate::report::check::{Check, CheckReport};
 use anyhow::Result;
@@ -42,6 +43,8 @@ pub struct Plan {
     /// `--loopback-lat`: at most this median latency on each target.
     pub loopback_lat: Option<Duration>,
     pub peer: Option<Peer>,
+    /// `--tclass`, `--sl`: the active tests' packets' priority.
+    pub priority: Priority,
     /// Bounds the whole run.
     pub timeout: Duration,
 }
@@ -83,6 +86,15 @@ impl Plan {
                 humantime::format_duration(self.timeout)
             )));
         }
+        let active =
+            self.loopback_bw.is_some() || self.loopback_lat.is_some() || self.peer.is_some();
+        if !active && self.priority != Priority::default() {
+            return Err(UsageError(
+                "--tclass and --sl set the priority of the active tests: add --loopback-bw, \
+                 --loopback-lat, --peer-bw or --peer-lat"
+                    .into(),
+            ));
+        }
         if let Some(p) = &self.peer
             && p.bw.is_none()
             && p.lat.is_none()
@@ -115,7 +127,7 @@ pub fn run(plan: &Plan) -> Result<CheckReport> {
     }
     if let Some(peer) = &plan.peer {
         let pinned = (plan.targets.len() == 1 && ports.len() == 1).then(|| &ports[0]);
-        checks.extend(active::peer(peer, pinned, &deadline)?);
+        checks.extend(active::peer(peer, pinned, plan.priority, &deadline)?);
     }
     Ok(CheckReport::new(
         checks,

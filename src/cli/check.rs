@@ -1,7 +1,7 @@
 //! The flags of `rdmadiag check`: targets, expectations, error counters, active tests, output
 //! formats and Slurm.
 
-use super::OutputArgs;
+use super::{OutputArgs, PriorityArgs};
 use crate::check::{Target, parse_target};
 use crate::units::{
     parse_duration, parse_duration_with_unit, parse_rate, parse_rate_gbits, parse_size,
@@ -158,6 +158,10 @@ pub struct CheckArgs {
     #[arg(long, value_name = "DURATION", value_parser = parse_duration_with_unit,
           requires = "peer", help_heading = "Active tests")]
     pub peer_lat: Option<Duration>,
+
+    /// The active tests' packets' priority.
+    #[command(flatten, next_help_heading = "Active tests")]
+    pub priority: PriorityArgs,
 
     /// Bounds the whole run, every test and wait included (well inside Slurm's
     /// HealthCheckTimeout, 60 s by default); a bare number is seconds.

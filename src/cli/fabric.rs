@@ -1,7 +1,7 @@
 //! `rdmadiag fabric`'s flags: the launch, the pattern, the pair tests, the verdict's thresholds
 //! and the outputs.
 
-use super::OutputArgs;
+use super::{OutputArgs, PriorityArgs};
 use crate::units::{parse_duration, parse_duration_with_unit, parse_msg_size, parse_rate};
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
@@ -87,6 +87,10 @@ pub struct FabricArgs {
         help_heading = "Test"
     )]
     pub gid_index: Option<u32>,
+
+    /// Every pair test's packets' priority.
+    #[command(flatten, next_help_heading = "Test")]
+    pub priority: PriorityArgs,
 
     /// Seed of --pattern quick's matchings (the same on every rank).
     #[arg(long, value_name = "N", default_value_t = 1, help_heading = "Test")]

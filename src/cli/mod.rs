@@ -17,7 +17,7 @@ pub use perf::{
 pub use pingpong::PingpongArgs;
 
 use crate::connect::control::DEFAULT_PORT;
-use crate::units::{parse_duration, parse_msg_size, parse_mtu};
+use crate::units::{parse_duration, parse_msg_size, parse_mtu, parse_tclass};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::net::IpAddr;
 use std::time::Duration;
@@ -48,7 +48,15 @@ pub enum Command {
     /// List RDMA devices: GUID, type, firmware, PCI id, ports and their state (read from sysfs).
     #[command(after_help = EXIT_CODES_HELP)]
     Devices(DevicesArgs),
-    /// Show ports: state, link layer, speed, netdev and its MTU, and the GID table with types and IPs.
+    /// Show ports: state, link layer, speed, active IB MTU, netdev and its MTU, and the GID table
+    /// with types and IPs.
+    ///
+    /// The active MTU is ibv_devinfo's active_mtu. On RoCE it is computed from the netdev MTU as
+    /// the kernel does, without opening the device: the largest IB MTU (256 … 4096) that fits the
+    /// netdev MTU less the RoCE headers, 80 bytes on Soft-RoCE (rxe; never below 256), 96 on
+    /// other drivers (ib_core's rule, as mlx4 and mlx5 use; -v asks the device itself). So a
+    /// netdev MTU of 1500 gives 1024, and 4200 or 9000 give 4096. On InfiniBand and iWARP only
+    /// the device knows it: those ports' devices are opened for it.
     #[command(after_help = EXIT_CODES_HELP)]
     Ports(PortsArgs),
     /// SEND/RECV ping-pong round trips (like ibv_rc_pingpong): server without HOST, client with.
@@ -161,6 +169,9 @@ pub struct ConnectArgs {
     #[arg(long, short_alias = 'm', value_name = "BYTES", value_parser = parse_mtu)]
     pub mtu: Option<u32>,
 
+    #[command(flatten)]
+    pub priority: PriorityArgs,
+
     /// Longest wait for anything from the peer (connect, each message, each completion); a bare
     /// number is seconds.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
@@ -184,6 +195,31 @@ pub struct ConnectArgs {
     /// Print the device, port, GID and MTU used on both ends (on stderr).
     #[arg(short = 'v', long, help_heading = "Output")]
     pub verbose: bool,
+}
+
+/// The priority of a test's packets: every data-path subcommand's, and check's and fabric's
+/// active tests'.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct PriorityArgs {
+    /// RoCE traffic class of the test's packets, 0-255 (0x prefix for hex): the GRH traffic
+    /// class, which RoCE v2 carries as the IP TOS byte, so the DSCP is its top 6 bits (DSCP 26
+    /// is --tclass 104) and the ECN its low 2. With --cm it is rdma_cm's ToS. Default 0.
+    #[arg(long, value_name = "N", value_parser = parse_tclass)]
+    pub tclass: Option<u8>,
+
+    /// InfiniBand service level of the test's packets, 0-15 (not with --cm, where the path
+    /// gives it). Default 0.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(0..=15))]
+    pub sl: Option<u8>,
+}
+
+impl From<PriorityArgs> for crate::connect::control::Priority {
+    fn from(p: PriorityArgs) -> Self {
+        crate::connect::control::Priority {
+            tclass: p.tclass,
+            sl: p.sl,
+        }
+    }
 }
 
 /// Output options shared by every subcommand.

@@ -40,6 +40,7 @@ fn plan(a: &CheckArgs) -> Result<Plan> {
         loopback_bw: a.loopback_bw,
         loopback_lat: a.loopback_lat,
         peer,
+        priority: a.priority.into(),
         timeout: a.timeout,
     })
 }

@@ -72,6 +72,7 @@ pub fn run(args: &FabricArgs) -> Result<u8> {
             port: args.ib_port,
             gid_index: args.gid_index,
         },
+        priority: args.priority.into(),
     };
     let pattern = match args.pattern {
         PatternArg::AllPairs => Pattern::AllPairs,
@@ -173,6 +174,8 @@ fn fabric_settings(args: &FabricArgs, s: &PairSettings, pattern: Pattern) -> Fab
         timeout_s: args.timeout.as_secs_f64(),
         counter_check: !args.no_counter_check,
         max_error_delta: args.max_error_delta,
+        tclass: s.priority.tclass.unwrap_or(0),
+        sl: s.priority.sl.unwrap_or(0),
     }
 }
 

@@ -41,6 +41,19 @@ pub fn session_options(c: &ConnectArgs) -> Result<(SessionOptions, Role)> {
         (Some(h), false) => Role::Client { host: h.clone() },
         (None, false) => Role::Server,
     };
+    for (flag, given) in [
+        ("--tclass", c.priority.tclass.is_some()),
+        ("--sl", c.priority.sl.is_some()),
+    ] {
+        if given {
+            refuse_on_server(
+                &role,
+                flag,
+                "is the client's to choose (the client sends the whole test)",
+                ", with the priority each client asks for",
+            )?;
+        }
+    }
     // Status lines on stderr when it is a terminal or -v asks for them; a persistent server
     // always logs its clients (served, busy, failed): that log is what its operator reads.
     let stderr_sink = || StatusSink::new(|msg| eprintln!("rdmadiag: {msg}"));
@@ -63,6 +76,7 @@ pub fn session_options(c: &ConnectArgs) -> Result<(SessionOptions, Role)> {
             gid_index: c.gid_index,
         },
         mtu: c.mtu,
+        priority: c.priority.into(),
         cm: c.cm,
         compat_ibv: false,
         status,

@@ -54,6 +54,8 @@ fn spec(test: &str, c: &PerfCommon, opts: &SessionOptions, perf: PerfSpec) -> Te
         events: false,
         mtu: opts.mtu,
         cm: opts.cm,
+        tclass: opts.priority.tclass,
+        sl: opts.priority.sl,
         perf: Some(perf),
     }
 }
@@ -227,6 +229,8 @@ pub fn run_xfer(args: &XferArgs, op: Op) -> Result<u8> {
         events: false,
         mtu: opts.mtu,
         cm: opts.cm,
+        tclass: opts.priority.tclass,
+        sl: opts.priority.sl,
         perf: Some(PerfSpec::one_at_a_time(
             op,
             vec![args.size],

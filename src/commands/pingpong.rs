@@ -22,6 +22,8 @@ pub fn run(args: &PingpongArgs) -> Result<u8> {
         events: args.events,
         mtu: opts.mtu,
         cm: opts.cm,
+        tclass: opts.priority.tclass,
+        sl: opts.priority.sl,
         perf: None,
     };
     let before = counters_before(args.counters, &opts, &role)?;

@@ -248,6 +248,8 @@ mod tests {
             events: false,
             mtu: None,
             cm: false,
+            tclass: None,
+            sl: None,
             perf: None,
         }
     }

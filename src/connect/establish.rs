@@ -114,7 +114,7 @@ pub fn client(ch: &mut ControlChannel, plan: &Plan) -> Result<Connected> {
     let remotes = accepted(ch, plan.n, "the server's answer to our request")?;
     for (tq, r) in qps.iter_mut().zip(&remotes) {
         if let Err(e) = tq
-            .connect(r, plan.spec.mtu)
+            .connect(r, plan.spec.mtu, plan.spec.qos())
             .and_then(|_| plan.recipe.connected(tq))
         {
             return Err(ch.fail(e));
@@ -138,7 +138,7 @@ fn cm_client(ch: &mut ControlChannel, plan: &Plan) -> Result<Connected> {
     let dst = SocketAddr::new(cm_address(&listening[0], peer_ip), plan.cm_port);
     let (mut ids, mut qps) = (Vec::new(), Vec::new());
     for _ in 0..plan.n {
-        let id = CmId::resolve(dst, None, plan.timeout)?;
+        let id = CmId::resolve_with_tos(dst, None, plan.spec.tclass, plan.timeout)?;
         let local = local_port_on(
             id.context()?,
             id.port(),
@@ -187,7 +187,7 @@ pub fn server(ch: &mut ControlChannel, plan: &Plan, client_eps: &[Endpoint]) -> 
             .map(|_| plan.recipe.make(&local))
             .collect::<Result<Vec<_>>>()?;
         for (tq, r) in qps.iter_mut().zip(client_eps) {
-            tq.connect(r, plan.spec.mtu)?;
+            tq.connect(r, plan.spec.mtu, plan.spec.qos())?;
             plan.recipe.connected(tq)?;
         }
         Ok(qps)

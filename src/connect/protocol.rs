@@ -3,6 +3,7 @@
 //! control.rs.
 
 use super::endpoint::Endpoint;
+use super::test_qp::Qos;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -23,15 +24,48 @@ pub struct TestSpec {
     pub mtu: Option<u32>,
     /// Connect the QPs through rdma_cm.
     pub cm: bool,
+    /// RoCE GRH traffic class (`--tclass`); None: 0, or rdma_cm's default with `cm`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tclass: Option<u8>,
+    /// InfiniBand service level (`--sl`); None: 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sl: Option<u8>,
     /// The parameters of bw, lat, write and read tests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub perf: Option<PerfSpec>,
 }
 
 impl TestSpec {
+    /// The traffic class the packets carry, as reported: None when rdma_cm chose (its default
+    /// ToS, `--cm` without `--tclass`).
+    pub fn reported_tclass(&self) -> Option<u8> {
+        self.tclass.or((!self.cm).then_some(0))
+    }
+
+    /// The service level, as reported: None when the path gave it (`--cm`).
+    pub fn reported_sl(&self) -> Option<u8> {
+        self.sl.or((!self.cm).then_some(0))
+    }
+
+    /// The priority both ends' QPs give their packets.
+    pub fn qos(&self) -> Qos {
+        Qos {
+            traffic_class: self.tclass.unwrap_or(0),
+            sl: self.sl.unwrap_or(0),
+        }
+    }
+
     /// The one rule for which operation, transport and connection method go together, used by
     /// the command line (a usage error) and by a server (a refusal). The reason names the flag.
     pub fn check_combination(&self) -> Result<(), String> {
+        if self.cm && self.sl.is_some() {
+            return Err(
+                "--sl needs the TCP exchange of endpoints: through rdma_cm (--cm) the \
+                        service level comes from the path (the SA's on InfiniBand, the ToS's \
+                        priority on RoCE); use --tclass for rdma_cm's ToS"
+                    .into(),
+            );
+        }
         if self.cm && self.transport != QpType::Rc {
             return Err(format!(
                 "rdma_cm (--cm) connects RC queue pairs only, not {}: use -c RC",
@@ -56,6 +90,24 @@ impl TestSpec {
             return Err("the data diagnostics run RDMA WRITE or READ, not SEND".into());
         }
         Ok(())
+    }
+}
+
+/// The priority a client asks for its test's packets (`--tclass`, `--sl`); None: the default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Priority {
+    pub tclass: Option<u8>,
+    pub sl: Option<u8>,
+}
+
+impl TestSpec {
+    /// This spec with `p`'s traffic class and service level.
+    pub fn with_priority(self, p: Priority) -> TestSpec {
+        TestSpec {
+            tclass: p.tclass,
+            sl: p.sl,
+            ..self
+        }
     }
 }
 

@@ -14,6 +14,14 @@ pub const UD_QKEY: u32 = 0x1111_1111;
 /// Bytes of GRH that precede every UD receive.
 pub const GRH_BYTES: usize = 40;
 
+/// The priority a test's packets ask for: the GRH traffic class on RoCE (the IP TOS byte of
+/// RoCE v2 packets; the DSCP is its top 6 bits) and the service level on InfiniBand.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Qos {
+    pub traffic_class: u8,
+    pub sl: u8,
+}
+
 /// How to size a test's queues and buffer.
 #[derive(Debug, Clone, Copy)]
 pub struct QpShape {
@@ -123,27 +131,28 @@ impl TestQp {
         e
     }
 
-    fn path_to(&self, remote: &Endpoint) -> PathAttr {
+    fn path_to(&self, remote: &Endpoint, qos: Qos) -> PathAttr {
         // RoCE always routes by GID; InfiniBand within a subnet routes by LID.
         let global = self.local.attr.link_layer == LinkLayer::Ethernet;
         PathAttr {
             port: self.local.port,
             dlid: remote.lid,
-            sl: 0,
+            sl: qos.sl,
             grh: global.then_some(GlobalRoute {
                 dgid: remote.gid,
                 sgid_index: self.local.gid_index() as u8,
                 hop_limit: 1,
-                traffic_class: 0,
+                traffic_class: qos.traffic_class,
                 flow_label: 0,
             }),
         }
     }
 
-    /// Connect to the peer: INIT→RTR→RTS for RC/UC, and an address handle for UD.
-    pub fn connect(&mut self, remote: &Endpoint, forced_mtu: Option<u32>) -> Result<()> {
+    /// Connect to the peer: INIT→RTR→RTS for RC/UC, and an address handle for UD, its packets
+    /// carrying `qos`.
+    pub fn connect(&mut self, remote: &Endpoint, forced_mtu: Option<u32>, qos: Qos) -> Result<()> {
         let mtu = path_mtu(self.local.active_mtu(), remote.active_mtu, forced_mtu)?;
-        let path = self.path_to(remote);
+        let path = self.path_to(remote, qos);
         let who = format!(
             "connecting {} port {} to QP 0x{:06x} on {} (GID {})",
             self.local.ctx.name(),

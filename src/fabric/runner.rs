@@ -4,7 +4,7 @@
 
 use super::protocol::PairSide;
 use super::rank::{Identity, PairRunner, PairTest};
-use crate::connect::control::{PerfSpec, QpType, TestSpec};
+use crate::connect::control::{PerfSpec, Priority, QpType, TestSpec};
 use crate::connect::endpoint::PortChoice;
 use crate::counters::Before;
 use crate::perf::{Op, Unobserved};
@@ -34,6 +34,8 @@ pub struct PairSettings {
     /// server's wait for its client).
     pub timeout: Duration,
     pub choice: PortChoice,
+    /// `--tclass`, `--sl`: every pair test's packets' priority.
+    pub priority: Priority,
 }
 
 impl PairSettings {
@@ -92,6 +94,8 @@ impl PairSettings {
             events: false,
             mtu: None,
             cm: false,
+            tclass: self.priority.tclass,
+            sl: self.priority.sl,
             perf: Some(perf),
         }
     }

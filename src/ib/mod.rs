@@ -5,10 +5,12 @@
 
 mod gid;
 mod limits;
+mod mtu;
 mod types;
 
 pub use gid::{Gid, GidEntry, default_gid_index};
 pub use limits::DeviceLimits;
+pub use mtu::RoceMtuRule;
 pub use types::{
     AtomicCap, DeviceTransport, GidType, LinkLayer, Mtu, NodeType, PhysState, PortState,
     speed_named, speed_per_lane, width_lanes,

@@ -1,6 +1,9 @@
 //! The inventory from /sys/class/infiniband alone: no provider library loaded, no device opened.
 
-use super::{DeviceFacts, PortFacts, PortQuery, device_info, port_info, selected_ports};
+use super::{
+    DeviceFacts, PortFacts, PortQuery, device_info, from_verbs, port_info, roce_mtu_rule,
+    selected_ports,
+};
 use crate::device_access::{no_device_message, unknown_device};
 use crate::ib::{DeviceTransport, NodeType, PhysState, PortState, speed_named};
 use crate::report::inventory::{DeviceInfo, PortInfo, PortsReport};
@@ -40,11 +43,16 @@ fn port_state(root: &Path, dev: &str, port: u8) -> Result<PortState> {
     Ok(PortState::from_raw(parsed(path, sysfs::leading_number)?))
 }
 
+fn node_type(root: &Path, dev: &str) -> Result<NodeType> {
+    Ok(NodeType::from_raw(parsed(
+        root.join(dev).join("node_type"),
+        |t| i32::try_from(sysfs::leading_number(t)?).ok(),
+    )?))
+}
+
 fn describe_device(root: &Path, dev: &str) -> Result<DeviceInfo> {
     let at = |name: &str| root.join(dev).join(name);
-    let node_type = NodeType::from_raw(parsed(at("node_type"), |t| {
-        i32::try_from(sysfs::leading_number(t)?).ok()
-    })?);
+    let node_type = node_type(root, dev)?;
     let port_states = sysfs::port_numbers(root, dev)
         .into_iter()
         .map(|p| port_state(root, dev, p))
@@ -75,6 +83,13 @@ fn describe_port(root: &Path, dev: &str, port: u8, q: PortQuery) -> Result<PortI
     let link_layer = parsed(at("link_layer"), sysfs::parse_link_layer)?;
     // `rate` fails to read on a port whose width the driver reports as invalid.
     let rate = read(&at("rate")).ok().and_then(|t| sysfs::parse_rate(&t));
+    let node_type = node_type(root, dev)?;
+    // Only the device knows the active MTU of a port whose driver derives none from a netdev.
+    let rule = roce_mtu_rule(root, dev, link_layer, node_type);
+    let queried_mtu = match rule {
+        Some(_) => None,
+        None => from_verbs::active_mtu(dev, port),
+    };
     let facts = PortFacts {
         state: port_state(root, dev, port)?,
         physical_state: PhysState::from_raw(parsed(at("phys_state"), |t| {
@@ -90,8 +105,9 @@ fn describe_port(root: &Path, dev: &str, port: u8, q: PortQuery) -> Result<PortI
         speed: rate.as_ref().and_then(|r| speed_named(&r.1)),
         gids: sysfs::gid_table(root, dev, port, link_layer),
         pkeys: sysfs::pkeys(root, dev, port),
+        queried_mtu,
     };
-    Ok(port_info(root, dev, port, facts, None, q))
+    Ok(port_info(root, dev, port, rule, facts, None, q))
 }
 
 /// Gather `ports` for `device` (or all) and `port` (or all).

@@ -2,6 +2,7 @@
 
 use super::{DeviceFacts, PortFacts, PortQuery, device_info, port_info, selected_ports};
 use crate::device_access::{device_list, gid_table, unknown_device};
+use crate::ib::Mtu;
 use crate::report::inventory::{DeviceDetails, DeviceInfo, PortDetails, PortInfo, PortsReport};
 use crate::sysfs;
 use crate::verbs::{Context, Device, DeviceAttr, DeviceList, speed_per_lane, width_lanes};
@@ -89,6 +90,7 @@ fn describe_port(
         speed: speed_per_lane(a.active_speed),
         gids,
         pkeys,
+        queried_mtu: a.active_mtu,
     };
     let details = q.verbose.then_some(PortDetails {
         max_mtu: a.max_mtu,
@@ -106,7 +108,15 @@ fn describe_port(
         init_type_reply: a.init_type_reply,
         flags: a.flags,
     });
-    Ok(port_info(root, ctx.name(), port, facts, details, q))
+    Ok(port_info(root, ctx.name(), port, None, facts, details, q))
+}
+
+/// The active IB MTU of one port, the device opened for it alone; None when it cannot be
+/// opened or queried (`ports` then says the MTU is unknown rather than failing).
+pub fn active_mtu(device: &str, port: u8) -> Option<Mtu> {
+    let list = device_list().ok()?;
+    let ctx = list.find(device)?.open().ok()?;
+    ctx.query_port(port).ok()?.active_mtu
 }
 
 /// Gather `ports` for `device` (or all) and `port` (or all); each device too when verbose.

@@ -8,11 +8,11 @@ mod from_verbs;
 use crate::counters::Snapshot;
 use crate::exit::UsageError;
 use crate::ib::{
-    DeviceTransport, GidEntry, GidType, LinkLayer, NodeType, PhysState, PortState,
-    default_gid_index,
+    DeviceTransport, GidEntry, GidType, LinkLayer, Mtu, NodeType, PhysState, PortState,
+    RoceMtuRule, default_gid_index,
 };
 use crate::report::inventory::{
-    DeviceDetails, DeviceInfo, GidInfo, PortDetails, PortInfo, PortsReport,
+    ActiveMtu, DeviceDetails, DeviceInfo, GidInfo, MtuSource, PortDetails, PortInfo, PortsReport,
 };
 use crate::sysfs;
 use anyhow::{Result, bail};
@@ -141,6 +141,50 @@ struct PortFacts {
     speed: Option<(&'static str, f64)>,
     gids: Vec<GidEntry>,
     pkeys: Vec<u16>,
+    /// The active IB MTU as `ibv_query_port` gave it; None when the device was not asked.
+    queried_mtu: Option<Mtu>,
+}
+
+/// How the kernel derives a port's active MTU from its netdev's, if it does: on RoCE ports
+/// (an Ethernet link layer on an IB-transport device), Soft-RoCE's rule on rxe (the one RoCE
+/// driver with a `parent` attribute, naming its netdev) and ib_core's on every other driver.
+/// None on InfiniBand and iWARP ports, whose active MTU only the device tells.
+fn roce_mtu_rule(
+    root: &Path,
+    device: &str,
+    link_layer: LinkLayer,
+    node: NodeType,
+) -> Option<RoceMtuRule> {
+    if link_layer != LinkLayer::Ethernet
+        || DeviceTransport::of_node_type(node) != DeviceTransport::InfiniBand
+    {
+        return None;
+    }
+    Some(match sysfs::device_attr(root, device, "parent") {
+        Some(_) => RoceMtuRule::Rxe,
+        None => RoceMtuRule::IbCore,
+    })
+}
+
+/// A port's active MTU: what the device said when it was asked, else the RoCE rule's answer.
+fn active_mtu(
+    queried: Option<Mtu>,
+    rule: Option<RoceMtuRule>,
+    netdev_mtu: Option<u32>,
+) -> Option<ActiveMtu> {
+    if let Some(mtu) = queried {
+        return Some(ActiveMtu {
+            mtu,
+            source: MtuSource::Verbs,
+            header_bytes: None,
+        });
+    }
+    let rule = rule?;
+    Some(ActiveMtu {
+        mtu: rule.active_mtu(netdev_mtu?)?,
+        source: MtuSource::Netdev,
+        header_bytes: Some(rule.header_bytes()),
+    })
 }
 
 /// A port's report: `facts` from either source, netdev MTU and counters from sysfs for both.
@@ -148,6 +192,7 @@ fn port_info(
     root: &Path,
     device: &str,
     port: u8,
+    rule: Option<RoceMtuRule>,
     facts: PortFacts,
     details: Option<PortDetails>,
     q: PortQuery,
@@ -164,6 +209,7 @@ fn port_info(
         });
     let (lanes, speed) = (facts.lanes, facts.speed);
     let snapshot = q.counters.then(|| Snapshot::read(root, device, port));
+    let netdev_mtu = netdev.as_deref().and_then(|n| sysfs::netdev_mtu(root, n));
     PortInfo {
         device: device.to_string(),
         port,
@@ -177,7 +223,8 @@ fn port_info(
         active_speed: speed.map(|(n, _)| n.to_string()),
         speed_per_lane_gbps: speed.map(|(_, g)| g),
         rate_gbps: lanes.zip(speed).map(|(l, (_, g))| l as f64 * g),
-        netdev_mtu: netdev.as_deref().and_then(|n| sysfs::netdev_mtu(root, n)),
+        netdev_mtu,
+        active_mtu: active_mtu(facts.queried_mtu, rule, netdev_mtu),
         netdev,
         default_gid_index,
         gids,

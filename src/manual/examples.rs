@@ -259,8 +259,9 @@ const DEVICES: &[Example] = &[
 
 const PORTS: &[Example] = &[
     Example {
-        what: "Every port of every device: state, link layer, speed, netdev and its MTU, and the \
-               GID table with GID types and IP addresses (ibv_devinfo plus show_gids), from sysfs:",
+        what: "Every port of every device: state, link layer, speed, active IB MTU, netdev and its \
+               MTU, and the GID table with GID types and IP addresses (ibv_devinfo plus \
+               show_gids), from sysfs:",
         commands: &["rdmadiag ports"],
     },
     Example {

@@ -145,6 +145,11 @@ pub struct FabricSettings {
     /// --max-error-delta: the counter rise a pair may show (None: judged against the run's pairs).
     #[serde(default)]
     pub max_error_delta: Option<u64>,
+    /// `--tclass`, `--sl`: the pair tests' RoCE traffic class and InfiniBand service level.
+    #[serde(default)]
+    pub tclass: u8,
+    #[serde(default)]
+    pub sl: u8,
 }
 
 /// A whole fabric run, as rank 0 reports it.
@@ -301,6 +306,13 @@ pub fn fabric_text(r: &FabricReport, style: Style) -> String {
             (true, None) => "above the run's own fence".to_string(),
         }
     );
+    if (s.tclass, s.sl) != (0, 0) {
+        let _ = writeln!(
+            out,
+            "settings: {}",
+            super::qos_text(Some(s.tclass), Some(s.sl))
+        );
+    }
     let tested = |t: &str| s.tests.iter().any(|x| x == t);
     let matrices = r.hosts.len() <= MATRIX_MAX_HOSTS;
     if tested("bw") {

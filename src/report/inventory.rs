@@ -6,6 +6,10 @@ use crate::ib::{
     DeviceLimits, DeviceTransport, Gid, GidType, LinkLayer, Mtu, NodeType, PhysState, PortState,
 };
 use comfy_table::Cell;
+use mtu::mtu_text;
+pub use mtu::{ActiveMtu, MtuSource};
+
+mod mtu;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -97,8 +101,10 @@ pub struct PortInfo {
     /// Lanes × per-lane speed.
     pub rate_gbps: Option<f64>,
     pub netdev: Option<String>,
-    /// The netdev's MTU in bytes (RoCE); the IB MTUs are in `details`.
+    /// The netdev's MTU in bytes (RoCE).
     pub netdev_mtu: Option<u32>,
+    /// The active IB MTU (ibv_devinfo's `active_mtu`) and where it came from.
+    pub active_mtu: Option<ActiveMtu>,
     pub default_gid_index: Option<u32>,
     pub gids: Vec<GidInfo>,
     pub pkeys: Vec<String>,
@@ -168,19 +174,6 @@ fn speed_text(p: &PortInfo) -> String {
             format!("{w} {s} ({lane} Gb/s per lane) = {rate} Gb/s")
         }
         _ => "unknown".to_string(),
-    }
-}
-
-/// The IB MTUs (with `-v`) and the netdev's: "1024 active, 4096 max (netdev 1500)".
-fn mtu_text(p: &PortInfo) -> String {
-    let netdev = p.netdev_mtu.map(|m| format!("netdev {m}"));
-    match (&p.details, netdev) {
-        (Some(d), netdev) => {
-            let ib = format!("{} active, {} max", opt(&d.active_mtu), opt(&d.max_mtu));
-            netdev.map_or(ib.clone(), |n| format!("{ib} ({n})"))
-        }
-        (None, Some(n)) => format!("{n} (IB MTU: ports -v)"),
-        (None, None) => "IB MTU: ports -v".to_string(),
     }
 }
 
@@ -356,7 +349,7 @@ pub fn ports_text(r: &PortsReport, style: Style) -> String {
 mod tests {
     use super::*;
 
-    fn port() -> PortInfo {
+    pub(super) fn port() -> PortInfo {
         PortInfo {
             device: "rxe0".into(),
             port: 1,
@@ -372,6 +365,11 @@ mod tests {
             rate_gbps: Some(100.0),
             netdev: Some("dummy0".into()),
             netdev_mtu: Some(1500),
+            active_mtu: Some(ActiveMtu {
+                mtu: Mtu(1024),
+                source: MtuSource::Netdev,
+                header_bytes: Some(80),
+            }),
             default_gid_index: Some(1),
             gids: vec![
                 GidInfo {
@@ -416,7 +414,15 @@ mod tests {
             out.contains("4X EDR (25 Gb/s per lane) = 100 Gb/s"),
             "{out}"
         );
-        assert!(out.contains("netdev 1500 (IB MTU: ports -v)"), "{out}");
+        assert!(
+            out.contains("1024 active (netdev 1500 less 80 B of headers)"),
+            "{out}"
+        );
+        let json = serde_json::to_value(&r).unwrap();
+        let a = &json["ports"][0]["active_mtu"];
+        assert_eq!(a["mtu"], 1024, "{json}");
+        assert_eq!(a["source"], "netdev", "{json}");
+        assert_eq!(a["header_bytes"], 80, "{json}");
         let row = out
             .lines()
             .find(|l| l.contains("::ffff:10.77.0.1") && l.contains("dummy0"))

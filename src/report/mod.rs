@@ -78,6 +78,19 @@ impl Style {
     }
 }
 
+/// The priority a test's packets carried: "traffic class 104 (DSCP 26, ECN 0), SL 0".
+pub(crate) fn qos_text(tclass: Option<u8>, sl: Option<u8>) -> String {
+    let tclass = match tclass {
+        Some(t) => format!("traffic class {t} (DSCP {}, ECN {})", t >> 2, t & 3),
+        None => "traffic class rdma_cm's default".to_string(),
+    };
+    let sl = match sl {
+        Some(s) => format!("SL {s}"),
+        None => "SL from the path".to_string(),
+    };
+    format!("{tclass}, {sl}")
+}
+
 pub(crate) fn opt<T: ToString>(v: &Option<T>) -> String {
     v.as_ref()
         .map_or_else(|| "-".to_string(), |v| v.to_string())
@@ -197,6 +210,22 @@ pub fn emit_error_json(error: ErrorBody) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn qos_text_splits_the_traffic_class_into_dscp_and_ecn() {
+        assert_eq!(
+            qos_text(Some(104), Some(3)),
+            "traffic class 104 (DSCP 26, ECN 0), SL 3"
+        );
+        assert_eq!(
+            qos_text(Some(0x6a), Some(0)),
+            "traffic class 106 (DSCP 26, ECN 2), SL 0"
+        );
+        assert_eq!(
+            qos_text(None, None),
+            "traffic class rdma_cm's default, SL from the path"
+        );
+    }
 
     #[test]
     fn every_document_carries_the_envelope() {

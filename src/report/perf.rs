@@ -172,6 +172,12 @@ pub struct PerfReport {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signaling: Option<String>,
     pub inline: u32,
+    /// RoCE GRH traffic class (the IP TOS byte) and InfiniBand service level the QPs were
+    /// given; null with `--cm` when rdma_cm chose.
+    #[serde(default)]
+    pub tclass: Option<u8>,
+    #[serde(default)]
+    pub sl: Option<u8>,
     pub bidirectional: bool,
     pub duration_s: Option<f64>,
     /// For latency: what one sample is ("half round trip" or "round trip").
@@ -246,6 +252,7 @@ fn settings_text(r: &PerfReport) -> String {
     if let Some(s) = &r.signaling {
         parts.push(s.clone());
     }
+    parts.push(super::qos_text(r.tclass, r.sl));
     parts.join(", ")
 }
 

@@ -23,6 +23,11 @@ pub struct PingpongReport {
     pub events: bool,
     pub compat: Option<String>,
     pub path_mtu: u32,
+    /// RoCE GRH traffic class and InfiniBand service level, as in bw's report.
+    #[serde(default)]
+    pub tclass: Option<u8>,
+    #[serde(default)]
+    pub sl: Option<u8>,
     pub local: Endpoint,
     pub remote: Endpoint,
     pub elapsed_s: f64,
@@ -66,6 +71,8 @@ impl PingpongReport {
             events: spec.events,
             compat: compat.map(String::from),
             path_mtu,
+            tclass: spec.reported_tclass(),
+            sl: spec.reported_sl(),
             local,
             remote,
             elapsed_s: secs,
@@ -94,6 +101,10 @@ pub fn pingpong_text(r: &PingpongReport, style: Style) -> String {
     );
     out.push_str(&format!("  local   {}\n", endpoint_text(&r.local)));
     out.push_str(&format!("  remote  {}\n", endpoint_text(&r.remote)));
+    out.push_str(&format!(
+        "  settings  {}\n",
+        super::qos_text(r.tclass, r.sl)
+    ));
     let l = &r.latency;
     let mut t = style.table(&[
         "round trip (us)",

@@ -5,7 +5,7 @@ pub mod perf;
 pub mod phase;
 pub mod pingpong;
 
-use crate::connect::control::{ControlChannel, Message};
+use crate::connect::control::{ControlChannel, Message, Priority};
 use crate::connect::endpoint::PortChoice;
 pub use crate::perf::{Observer, Unobserved};
 use crate::report::pingpong::PingpongReport;
@@ -55,6 +55,8 @@ pub struct SessionOptions {
     pub wait: Duration,
     pub choice: PortChoice,
     pub mtu: Option<u32>,
+    /// RoCE GRH traffic class and InfiniBand service level of the test's packets.
+    pub priority: Priority,
     pub cm: bool,
     pub compat_ibv: bool,
     /// Where status lines go.
@@ -79,6 +81,7 @@ impl SessionOptions {
             wait: timeout,
             choice,
             mtu: None,
+            priority: Priority::default(),
             cm: false,
             compat_ibv: false,
             status: StatusSink::default(),

@@ -329,7 +329,11 @@ fn compat_client(
     let theirs = compat_ibv::client_exchange(&mut ch, &ibv_dest(&tq))?;
     let remote = ibv_remote(&theirs, &tq.local);
     describe(opts, "local", &tq.endpoint());
-    tq.connect(&remote, Some(spec.mtu.unwrap_or(IBV_DEFAULT_MTU)))?;
+    tq.connect(
+        &remote,
+        Some(spec.mtu.unwrap_or(IBV_DEFAULT_MTU)),
+        spec.qos(),
+    )?;
     check_ud_size(&tq, spec)?;
     phase::enter(TRANSFER, None);
     let outcome = pingpong::run(
@@ -366,7 +370,11 @@ pub fn compat_serve(
     pingpong::post_receives(&tq, &p)?;
     let theirs = compat_ibv::server_read(&mut ch)?;
     let remote = ibv_remote(&theirs, &tq.local);
-    tq.connect(&remote, Some(spec.mtu.unwrap_or(IBV_DEFAULT_MTU)))?;
+    tq.connect(
+        &remote,
+        Some(spec.mtu.unwrap_or(IBV_DEFAULT_MTU)),
+        spec.qos(),
+    )?;
     check_ud_size(&tq, spec)?;
     describe(opts, "local", &tq.endpoint());
     compat_ibv::server_finish(&mut ch, &ibv_dest(&tq))?;

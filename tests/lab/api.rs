@@ -32,6 +32,8 @@ fn perf(test: &str, op: Op, sizes: Vec<u32>, n: u64) -> TestSpec {
         events: false,
         mtu: None,
         cm: false,
+        tclass: None,
+        sl: None,
         perf: Some(PerfSpec {
             qps: 1,
             tx_depth: 128,
@@ -147,6 +149,8 @@ fn pingpong_and_latency_in_process() {
         events: false,
         mtu: None,
         cm: false,
+        tclass: None,
+        sl: None,
         perf: None,
     };
     match rdmadiag::run(&pp, &opts(0), Role::Loopback, &Unobserved).expect("pingpong") {

@@ -280,10 +280,35 @@ fn sysfs_and_verbs_agree_field_by_field() {
         sysfs_ports.ports.iter().all(|p| !p.gids.is_empty()),
         "GIDs compared: {sysfs_ports:?}"
     );
+    // The active MTU agrees in bytes; only how it was known differs (computed from the netdev,
+    // or asked of the device).
+    let mtus = |r: &rdmadiag::report::inventory::PortsReport| -> Vec<_> {
+        r.ports
+            .iter()
+            .map(|p| p.active_mtu.map(|a| a.mtu))
+            .collect()
+    };
+    assert_eq!(mtus(&sysfs_ports), mtus(&verbs_ports), "active MTUs");
+    assert!(
+        mtus(&sysfs_ports).iter().all(Option::is_some),
+        "{sysfs_ports:?}"
+    );
+    // The binary's text is the sysfs report's, its MTU line included.
+    let sysfs_text = render::ports_text(&sysfs_ports, Style::plain());
+    let sysfs_ports = {
+        let mut r = sysfs_ports;
+        r.ports.iter_mut().for_each(|p| p.active_mtu = None);
+        r
+    };
+    let unsourced = |mut r: rdmadiag::report::inventory::PortsReport| {
+        r.ports.iter_mut().for_each(|p| p.active_mtu = None);
+        r
+    };
+    let verbs_ports = unsourced(verbs_ports);
     assert_same("ports", &sysfs_ports, &verbs_ports, 25);
     let o = rdmadiag(&["ports"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert_eq!(stdout(&o), render::ports_text(&verbs_ports, Style::plain()));
+    assert_eq!(stdout(&o), sysfs_text);
 
     // ports -v reads everything through the verbs: the same values, plus its details.
     let verbose = inventory::ports(
@@ -295,7 +320,7 @@ fn sysfs_and_verbs_agree_field_by_field() {
         },
     )
     .expect("ports -v");
-    let mut stripped = verbose.clone();
+    let mut stripped = unsourced(verbose.clone());
     stripped.ports.iter_mut().for_each(|p| p.details = None);
     let mut devs = std::mem::take(&mut stripped.devices);
     assert!(devs.iter().all(|d| d.details.is_some()), "{devs:?}");
@@ -629,4 +654,57 @@ fn output_json_is_valid_for_every_combination() {
         let v: Value = rdmadiag_json(args);
         assert!(v.is_object(), "{args:?}");
     }
+}
+
+/// `ip link set dummy0 mtu N`, which must succeed.
+fn set_dummy0_mtu(mtu: u32) {
+    let st = Command::new("ip")
+        .args(["link", "set", "dummy0", "mtu", &mtu.to_string()])
+        .status()
+        .expect("run ip");
+    assert!(st.success(), "ip link set dummy0 mtu {mtu}");
+}
+
+/// Puts dummy0's MTU back however the test ends: the tests after it expect the lab's.
+struct RestoreMtu(u32);
+
+impl Drop for RestoreMtu {
+    fn drop(&mut self) {
+        set_dummy0_mtu(self.0);
+    }
+}
+
+#[test]
+#[ignore = "lab: needs rxe0; run by scripts/test inside the Soft-RoCE lab"]
+fn ports_shows_the_active_mtu_ibv_devinfo_shows_at_each_netdev_mtu() {
+    require_rxe0();
+    let before: u32 = fs::read_to_string("/sys/class/net/dummy0/mtu")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let _restore = RestoreMtu(before);
+    let mut seen = Vec::new();
+    for mtu in [1500, 4200, 9000] {
+        set_dummy0_mtu(mtu);
+        let theirs = devinfo_number(&devinfo().ports[&1].fields["active_mtu"]);
+        let doc = rdmadiag_json(&["ports", "-d", DEV, "--json"]);
+        let p = &doc["ports"][0];
+        assert_eq!(p["netdev_mtu"], mtu, "{p}");
+        let a = &p["active_mtu"];
+        assert_eq!(a["source"], "netdev", "sysfs alone, no device opened: {a}");
+        assert_eq!(a["header_bytes"], 80, "rxe's rule: {a}");
+        assert_eq!(a["mtu"].as_u64(), Some(theirs), "netdev MTU {mtu}: {a}");
+        let verbose = rdmadiag_json(&["ports", "-v", "-d", DEV, "--json"]);
+        let v = &verbose["ports"][0]["active_mtu"];
+        assert_eq!(v["source"], "verbs", "{v}");
+        assert_eq!(
+            v["mtu"].as_u64(),
+            Some(theirs),
+            "-v at netdev MTU {mtu}: {v}"
+        );
+        seen.push(format!("netdev {mtu} -> {theirs}"));
+    }
+    assert_eq!(seen.len(), 3);
+    eprintln!("active MTU as ibv_devinfo: {}", seen.join(", "));
 }

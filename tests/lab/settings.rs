@@ -148,3 +148,88 @@ fn every_setting_that_shapes_a_figure_is_shown() {
         "a mean is never below the minimum: {v}"
     );
 }
+
+#[test]
+#[ignore = "lab: needs rxe0; run by scripts/test inside the Soft-RoCE lab"]
+fn the_traffic_class_and_service_level_are_in_every_report() {
+    require_rxe0();
+    for sub in ["bw", "lat", "pingpong"] {
+        let v = json(&[sub, "--loopback", "-n", "20", "--json"]);
+        assert_eq!(
+            (&v["tclass"], &v["sl"]),
+            (&0.into(), &0.into()),
+            "{sub}: {v}"
+        );
+        let asked = [
+            sub,
+            "--loopback",
+            "-n",
+            "20",
+            "--tclass",
+            "0x68",
+            "--sl",
+            "2",
+        ];
+        let v = json(&[&asked[..], &["--json"]].concat());
+        assert_eq!(
+            (&v["tclass"], &v["sl"]),
+            (&104.into(), &2.into()),
+            "{sub}: {v}"
+        );
+        let o = run(&asked);
+        assert!(o.status.success(), "{asked:?}: {}", stderr(&o));
+        let text = stdout(&o);
+        let settings = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("settings"))
+            .unwrap_or_else(|| panic!("{sub}: no settings line: {text}"));
+        assert!(
+            settings.contains("traffic class 104 (DSCP 26, ECN 0), SL 2"),
+            "{sub}: {settings}"
+        );
+    }
+    // rdma_cm: its ToS is the traffic class; the SL comes from the path.
+    let v = json(&["bw", "--loopback", "--cm", "-n", "20", "--json"]);
+    assert_eq!(
+        (&v["tclass"], &v["sl"]),
+        (&Value::Null, &Value::Null),
+        "{v}"
+    );
+    let v = json(&[
+        "bw",
+        "--loopback",
+        "--cm",
+        "-n",
+        "20",
+        "--tclass",
+        "104",
+        "--json",
+    ]);
+    assert_eq!((&v["tclass"], &v["sl"]), (&104.into(), &Value::Null), "{v}");
+    // Client and server: the server takes the client's priority, with no flag of its own.
+    for cm in [&[][..], &["--cm"]] {
+        let server = spawn_rdmadiag(&["bw", "-p", "18796", "--timeout", "20s", "--json"]);
+        wait_listening(18796, LIMIT);
+        let args = [
+            &[
+                "bw",
+                "10.77.0.1",
+                "-p",
+                "18796",
+                "-n",
+                "20",
+                "--tclass",
+                "104",
+                "--json",
+            ][..],
+            cm,
+        ]
+        .concat();
+        let c = run(&args);
+        let s = wait_limit(server, LIMIT, "bw server");
+        assert!(c.status.success(), "{args:?}: {}", stderr(&c));
+        assert!(s.status.success(), "server for {args:?}: {}", stderr(&s));
+        let v: Value = serde_json::from_slice(&c.stdout).unwrap();
+        assert_eq!(v["tclass"], 104, "{args:?}: {v}");
+    }
+}

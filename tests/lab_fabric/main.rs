@@ -16,6 +16,8 @@
 //! cores miss the QPs' ACK timeout now and then). The verdict must report that once, as
 //! fabric-wide information, not as suspects.
 
+mod tclass;
+
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

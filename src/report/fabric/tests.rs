@@ -40,6 +40,8 @@ pub(crate) fn sample() -> FabricReport {
             expect_lat_us: None,
             timeout_s: 30.0,
             counter_check: true,
+            tclass: 0,
+            sl: 0,
             max_error_delta: None,
         },
         rounds: 3,

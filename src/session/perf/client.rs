@@ -72,6 +72,8 @@ pub fn client(
                     .unwrap_or(0),
             )
         },
+        tclass: spec.reported_tclass(),
+        sl: spec.reported_sl(),
         bidirectional: p.bidirectional,
         duration_s: p.duration_ms.map(|d| d as f64 / 1000.0),
         latency_measure: match (kind, p.op) {

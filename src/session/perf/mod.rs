@@ -119,6 +119,8 @@ mod tests {
             events: false,
             mtu: None,
             cm: false,
+            tclass: None,
+            sl: None,
             perf: Some(PerfSpec {
                 op,
                 sizes: vec![65536],

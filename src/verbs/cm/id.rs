@@ -108,10 +108,26 @@ impl CmId {
         src: Option<IpAddr>,
         timeout: Duration,
     ) -> Result<CmId, CmError> {
+        CmId::resolve_with_tos(dst, src, None, timeout)
+    }
+
+    /// [`resolve`](Self::resolve), with the connection's type of service set first when `tos`
+    /// is given (`rdma_set_option` RDMA_OPTION_ID_TOS): on RoCE it becomes the GRH traffic
+    /// class of the route, and so the IP TOS byte of every packet; it must precede
+    /// `rdma_resolve_route`.
+    pub fn resolve_with_tos(
+        dst: SocketAddr,
+        src: Option<IpAddr>,
+        tos: Option<u8>,
+        timeout: Duration,
+    ) -> Result<CmId, CmError> {
         let deadline = Instant::now() + timeout;
         let peer = dst.to_string();
         let channel = CmEventChannel::new()?;
         let id = CmId::wrap(CmId::create(&channel, &peer)?, Role::Active, peer);
+        if let Some(tos) = tos {
+            id.set_tos(tos)?;
+        }
         let mut dst_ss = raw_sockaddr(dst);
         let mut src_ss = src.map(|ip| raw_sockaddr(SocketAddr::new(ip, 0)));
         let src_ptr = src_ss.as_mut().map_or(ptr::null_mut(), |s| {
@@ -147,6 +163,27 @@ impl CmId {
             timeout,
         )?;
         Ok(id)
+    }
+
+    /// `rdma_set_option(RDMA_OPTION_ID, RDMA_OPTION_ID_TOS)`: the type of service of this id's
+    /// connection (one byte, as the kernel takes it).
+    fn set_tos(&self, tos: u8) -> Result<(), CmError> {
+        // rdma_cma.h's option levels and names (not in rdma-sys's bindings).
+        const RDMA_OPTION_ID: i32 = 0;
+        const RDMA_OPTION_ID_TOS: i32 = 0;
+        let mut value = tos;
+        // SAFETY: the id is live; `value` outlives the call, which copies its one byte.
+        let rc = unsafe {
+            rdma_set_option(
+                self.inner.raw,
+                RDMA_OPTION_ID,
+                RDMA_OPTION_ID_TOS,
+                (&mut value as *mut u8).cast(),
+                1,
+            )
+        };
+        VerbsError::check("rdma_set_option(TOS)", &self.peer, rc)?;
+        Ok(())
     }
 
     /// The device context librdmacm chose for this id (bound or resolved ids only). It is
