@@ -378,6 +378,10 @@ impl QueuePair {
         // SAFETY: `wr` and `sge` live across the call; the buffer is registered in `mr`, which
         // deregisters before freeing, so the device never writes to freed memory.
         let rc = unsafe { ibv_post_recv(self.raw, &mut wr, &mut bad) };
+        // The hot path: the error's text is formatted only when there is an error.
+        if rc == 0 {
+            return Ok(());
+        }
         VerbsError::check("ibv_post_recv", format!("QP 0x{:06x}", self.qp_num()), rc)
     }
 
@@ -408,6 +412,9 @@ impl QueuePair {
         // SAFETY: `wr`/`sge` live across the call; the local buffer is registered in `mr`
         // (deregistered before it is freed); the AH, if any, is borrowed for the call.
         let rc = unsafe { ibv_post_send(self.raw, &mut wr, &mut bad) };
+        if rc == 0 {
+            return Ok(());
+        }
         VerbsError::check("ibv_post_send", format!("QP 0x{:06x}", self.qp_num()), rc)
     }
 
@@ -434,6 +441,9 @@ impl QueuePair {
         // SAFETY: the first `n` WRs are filled (SendList::set) and chained to SGEs in the same
         // boxed arrays, alive for the call; buffers and AHs are borrowed for 'a by the list.
         let rc = unsafe { ibv_post_send(self.raw, list.wrs.as_mut_ptr(), &mut bad) };
+        if rc == 0 {
+            return Ok(());
+        }
         VerbsError::check(
             "ibv_post_send",
             format!("QP 0x{:06x} ({n} work requests)", self.qp_num()),
