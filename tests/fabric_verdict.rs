@@ -142,6 +142,17 @@ fn host(r: u32) -> String {
     format!("host {}", name(r))
 }
 
+/// Slow the NICs of `k` spread hosts to `factor` of the rest; returns the expected suspects.
+fn slow_nics(f: &mut Fabric, k: u32, factor: f64) -> BTreeSet<String> {
+    spread(f.n, k)
+        .into_iter()
+        .map(|h| {
+            f.nic[h as usize] = factor;
+            host(h)
+        })
+        .collect()
+}
+
 const CASES: &[Case] = &[
     Case {
         name: "healthy",
@@ -151,34 +162,17 @@ const CASES: &[Case] = &[
     Case {
         name: "1 host at 50 %",
         min_hosts: 4,
-        plant: |f| {
-            let h = spread(f.n, 1)[0];
-            f.nic[h as usize] = 0.5;
-            [host(h)].into()
-        },
+        plant: |f| slow_nics(f, 1, 0.5),
     },
     Case {
         name: "1 host at 80 %",
         min_hosts: 8,
-        plant: |f| {
-            let h = spread(f.n, 1)[0];
-            f.nic[h as usize] = 0.8;
-            [host(h)].into()
-        },
+        plant: |f| slow_nics(f, 1, 0.8),
     },
     Case {
         name: "2 % of hosts at 70 %",
         min_hosts: 4,
-        plant: |f| {
-            let k = (f.n as f64 * 0.02).ceil() as u32;
-            spread(f.n, k)
-                .into_iter()
-                .map(|h| {
-                    f.nic[h as usize] = 0.7;
-                    host(h)
-                })
-                .collect()
-        },
+        plant: |f| slow_nics(f, (f.n as f64 * 0.02).ceil() as u32, 0.7),
     },
     Case {
         name: "1 link at 50 %",
