@@ -8,8 +8,11 @@
 //! Every run is `rdmadiag fabric --json` at its defaults (64 KiB bandwidth, 2-byte latency, the
 //! verdict's default ratios and counter rule): what a new user runs. Impairments
 //! (scripts/lib/lab-impair) are 30 Mb/s, about half of what an unimpaired pair moves here
-//! (0.046-0.096 Gb/s a direction under TCG), as a degraded host or link would be. The tests
-//! assert classifications, never figures.
+//! (0.046-0.096 Gb/s a direction under TCG), as a degraded host or link would be. The one-way
+//! impairments (a link slow in one direction, a host slow only in what it sends) are 10 Mb/s: the
+//! verdict then judges single directions, and the lab's own noise puts a healthy direction as low
+//! as 0.52x its run's median (tests/data/fabric-lab-noise.json), so half would not stand out. The
+//! tests assert classifications, never figures.
 //!
 //! Measured in this lab: rxe0 under TCG retransmits in every pair, impaired or not
 //! (completer_retry_err and duplicate_request +1..+13 a pair: 4 single-vCPU guests on 2 host
@@ -28,6 +31,8 @@ const BIN: &str = env!("CARGO_BIN_EXE_rdmadiag");
 const HOSTS: [&str; 4] = ["fab1", "fab2", "fab3", "fab4"];
 /// The impairments' rate (a tc rate): about half an unimpaired pair's bandwidth.
 const SLOW: &str = "30mbit";
+/// The one-way impairments' rate: about a sixth of an unimpaired direction, well below the noise.
+const SLOW_ONE_WAY: &str = "10mbit";
 /// The most a whole `srun` of the fabric may take before the test calls it a hang.
 const RUN_DEADLINE: Duration = Duration::from_secs(240);
 
@@ -770,4 +775,71 @@ fn f_intruders_without_the_jobs_credential_are_refused_and_the_verdict_is_unchan
     for (i, r) in run.ranks.iter().enumerate() {
         assert_eq!(r.rc, Some(0), "rank {i} exit: {}", r.stderr);
     }
+}
+
+#[test]
+#[ignore = "lab-fabric: needs scripts/lab --hosts 4"]
+fn g_a_one_way_slow_link_is_the_suspect_link() {
+    require_fabric();
+    let _slow = Impaired::new(&["link", "--one-way", "fab2", "fab4", SLOW_ONE_WAY]);
+    let run = fabric(Launch::Slurm, &args(&[]), None);
+    let v = run.report();
+    let summary = pair_summary(&v);
+    assert_eq!(
+        run.rank0().rc,
+        Some(3),
+        "fab2 -> fab4 slow: rank 0 should exit 3\n{summary}stderr: {}",
+        run.rank0().stderr
+    );
+    assert_all_six_pairs(&v);
+    // Exactly one entry: a link slow in one direction is one suspect, not one a direction.
+    assert_eq!(
+        suspect_links(&v),
+        [("fab2".to_string(), "fab4".to_string())],
+        "only fab2 -> fab4 is slow: fab2 - fab4 should be the one suspect link, once\n{summary}{v}"
+    );
+    assert!(
+        suspect_hosts(&v).is_empty() && suspect_groups(&v) == 0,
+        "a link slow one way makes neither of its hosts a suspect\n{summary}{v}"
+    );
+    let rules = note_rules(&v);
+    assert!(
+        rules
+            .iter()
+            .any(|(n, r)| n.contains("fab2") && n.contains("fab4") && r.starts_with("bw-")),
+        "the link fab2 - fab4 should be a suspect by a bandwidth rule: {rules:?}"
+    );
+    assert_counters_are_information(&v);
+}
+
+#[test]
+#[ignore = "lab-fabric: needs scripts/lab --hosts 4"]
+fn h_a_host_slow_only_sending_is_the_suspect_host() {
+    require_fabric();
+    let _slow = Impaired::new(&["host-rate", "--egress-only", "fab3", SLOW_ONE_WAY]);
+    let run = fabric(Launch::Slurm, &args(&[]), None);
+    let v = run.report();
+    let summary = pair_summary(&v);
+    assert_eq!(
+        run.rank0().rc,
+        Some(3),
+        "fab3 slow sending: rank 0 should exit 3\n{summary}stderr: {}",
+        run.rank0().stderr
+    );
+    assert_all_six_pairs(&v);
+    assert_eq!(
+        suspect_hosts(&v),
+        ["fab3"],
+        "all fab3 sends is slow: it alone should be the suspect host\n{summary}{v}"
+    );
+    assert!(
+        suspect_links(&v).is_empty() && suspect_groups(&v) == 0,
+        "a host slow sending is neither a bad link nor a group\n{summary}{v}"
+    );
+    let rules = note_rules(&v);
+    assert!(
+        rules.iter().any(|(n, r)| n == "fab3" && r == "bw-send"),
+        "fab3 should be a suspect by the bw-send rule (it only sends slowly): {rules:?}"
+    );
+    assert_counters_are_information(&v);
 }
