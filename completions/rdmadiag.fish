@@ -265,6 +265,7 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l max-lat-rat
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l expect-bw -d 'Also flag a pair whose bandwidth (either direction) is below this rate (10Gb/s, 1GB/s)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l expect-lat -d 'Also flag a pair whose latency is above this (5us, 1ms)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l max-error-delta -d 'Flag a pair whose error counter rose by more than N (default: a rise above what the run\'s own pairs show, Q3 + 3 x max(IQR, Q3, 1))' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l retest-rounds -d 'Retest rounds at most: a suspect is retested round after round until its figures decide (a fault reproduced stays, a retest at the ratio clears it); still undecided after N rounds, it is reported as undecided, not as a suspect' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l timeout -d 'The bound on each wait: joining the coordinator, each wait of a pair test for its peer; a round may last a few times this. A bare number is seconds' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l csv -d 'Write one CSV row per pair to FILE (rank 0)' -r -F
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l prometheus -d 'Write Prometheus metrics to FILE, atomically (for node_exporter\'s textfile collector)' -r -F
@@ -273,7 +274,7 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l bind -d 'Li
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -s d -l device -d 'Use this RDMA device (default: the first with an active port)' -r -f -a "(__fish_rdmadiag_devices)"
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l no-counter-check -d 'Do not judge the error counters (they are still read and reported)'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l allow-missing -d 'Go on without ranks missing at the rendezvous (they are named, and the run exits 3)'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l no-retest -d 'Do not retest suspects against hosts that passed'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l no-retest -d 'Do not retest suspects against hosts that passed (every suspect stays one)'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -s v -l verbose -d 'Other ranks print a line per round on stderr; rank 0 adds status lines'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l insecure -d 'Run without any credential: ANYONE who can reach rank 0\'s port during the rendezvous can join the run, claim a rank and report forged figures'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l json -d 'Print one JSON document instead of tables (schema: rdmadiag-json(7))'

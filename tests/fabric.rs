@@ -72,7 +72,6 @@ fn config(size: u32, round_timeout: Duration) -> CoordinatorConfig {
         rendezvous_timeout: Duration::from_secs(30),
         round_timeout,
         thresholds: Thresholds::default(),
-        retest: true,
         auth: Auth::key(KEY),
     }
 }

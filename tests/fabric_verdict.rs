@@ -37,6 +37,63 @@ impl Rng {
     fn signed(&mut self) -> f64 {
         (self.next() >> 11) as f64 / (1u64 << 52) as f64 - 1.0
     }
+
+    /// One of `v`, uniformly.
+    fn pick(&mut self, v: &[f64]) -> f64 {
+        v[(self.next() % v.len() as u64) as usize]
+    }
+}
+
+/// The figures' noise: uniform +-x, or drawn from what healthy lab runs really produced.
+#[derive(Clone, Copy, PartialEq)]
+enum Noise {
+    Uniform(f64),
+    Lab,
+}
+
+impl Noise {
+    fn label(self) -> String {
+        match self {
+            Noise::Uniform(x) => format!("{:.0}%", 100.0 * x),
+            Noise::Lab => "lab".into(),
+        }
+    }
+}
+
+/// The healthy lab's figures over their run's median (tests/data/fabric-lab-noise.json,
+/// recorded by bench/record-fabric-noise.sh): bandwidth directions and latencies.
+struct LabNoise {
+    bw: Vec<f64>,
+    lat: Vec<f64>,
+}
+
+fn lab_noise() -> &'static LabNoise {
+    static LAB: std::sync::OnceLock<LabNoise> = std::sync::OnceLock::new();
+    LAB.get_or_init(|| {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/data/fabric-lab-noise.json"
+        );
+        let text = std::fs::read_to_string(path)
+            .unwrap_or_else(|e| panic!("{path}: {e} (bench/record-fabric-noise.sh records it)"));
+        let v: serde_json::Value =
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let list = |k: &str| -> Vec<f64> {
+            let l: Vec<f64> = v[k]
+                .as_array()
+                .unwrap_or_else(|| panic!("{path}: no {k} array"))
+                .iter()
+                .filter_map(|x| x.as_f64())
+                .filter(|x| *x > 0.0)
+                .collect();
+            assert!(l.len() >= 20, "{path}: only {} figures in {k}", l.len());
+            l
+        };
+        LabNoise {
+            bw: list("bw_ratio"),
+            lat: list("lat_ratio"),
+        }
+    })
 }
 
 /// The healthy figures: Gb/s one way, us.
@@ -50,22 +107,25 @@ struct Fabric {
     send: Vec<f64>,
     recv: Vec<f64>,
     links: BTreeMap<(u32, u32), f64>,
+    /// Links slow one way only: (from, to).
+    one_way: BTreeMap<(u32, u32), f64>,
     /// Hosts behind one switch, and the factor of their links out of it.
     group: (BTreeSet<u32>, f64),
-    noise: f64,
+    noise: Noise,
     /// The schedule it is tested with (quick rarely pairs two hosts of one group), and its seed.
     pattern: Pattern,
     seed: u64,
 }
 
 impl Fabric {
-    fn healthy(n: u32, noise: f64, pattern: Pattern, seed: u64) -> Fabric {
+    fn healthy(n: u32, noise: Noise, pattern: Pattern, seed: u64) -> Fabric {
         Fabric {
             n,
             nic: vec![1.0; n as usize],
             send: vec![1.0; n as usize],
             recv: vec![1.0; n as usize],
             links: BTreeMap::new(),
+            one_way: BTreeMap::new(),
             group: (BTreeSet::new(), 1.0),
             noise,
             pattern,
@@ -82,14 +142,24 @@ impl Fabric {
             .links
             .get(&(from.min(to), from.max(to)))
             .copied()
-            .unwrap_or(1.0);
+            .unwrap_or(1.0)
+            * self.one_way.get(&(from, to)).copied().unwrap_or(1.0);
         let (members, factor) = &self.group;
         let switch = if members.contains(&from) != members.contains(&to) {
             *factor
         } else {
             1.0
         };
-        BW * ends * link * switch * (1.0 + self.noise * rng.signed())
+        BW * ends * link * switch * self.wobble(rng, false)
+    }
+
+    /// A figure's noise factor (bandwidth, or latency with `lat`).
+    fn wobble(&self, rng: &mut Rng, lat: bool) -> f64 {
+        match self.noise {
+            Noise::Uniform(x) => 1.0 + x * rng.signed(),
+            Noise::Lab if lat => rng.pick(&lab_noise().lat),
+            Noise::Lab => rng.pick(&lab_noise().bw),
+        }
     }
 
     fn pair(&self, a: u32, b: u32, round: u32, rng: &mut Rng) -> PairResult {
@@ -108,7 +178,7 @@ impl Fabric {
             round,
             bw_gbps: Some(self.bw(a, b, rng)),
             bw_gbps_reverse: Some(self.bw(b, a, rng)),
-            lat_us: Some(LAT * (1.0 + self.noise * rng.signed())),
+            lat_us: Some(LAT * self.wobble(rng, true)),
             counters,
             error: None,
             flagged: false,
@@ -130,6 +200,10 @@ struct Case {
     /// Plant the fault; returns the expected suspects ("host h0002", "link h0001-h0003",
     /// "group h0008,...").
     plant: fn(&mut Fabric) -> BTreeSet<String>,
+    /// Its goal (everything found, nothing false) holds at +-20 % noise too, and in the lab's
+    /// noise (a fault the lab tests plant), not only at +-5 %.
+    at_20: bool,
+    in_lab: bool,
 }
 
 /// Hosts spread over the fabric, never rank 0 (the coordinator's host is no different, but
@@ -140,6 +214,25 @@ fn spread(n: u32, k: u32) -> Vec<u32> {
 
 fn host(r: u32) -> String {
     format!("host {}", name(r))
+}
+
+/// A scheduled pair: ranks 1 and N-1 (all-pairs), or quick's first pair of rank 1.
+fn scheduled_pair(f: &Fabric) -> (u32, u32) {
+    match f.pattern {
+        Pattern::AllPairs => (1, f.n - 1),
+        _ => Schedule::new(f.pattern, f.n, f.seed)
+            .round(0)
+            .into_iter()
+            .find(|p| p.0 == 1 || p.1 == 1)
+            .expect("rank 1 is in quick's first (perfect) matching"),
+    }
+}
+
+/// Slow one direction of a scheduled link (the higher rank sending to the lower) to `factor`.
+fn one_way_link(f: &mut Fabric, factor: f64) -> BTreeSet<String> {
+    let (a, b) = scheduled_pair(f);
+    f.one_way.insert((b, a), factor);
+    [format!("link {}-{}", name(a), name(b))].into()
 }
 
 /// Slow the NICs of `k` spread hosts to `factor` of the rest; returns the expected suspects.
@@ -153,43 +246,72 @@ fn slow_nics(f: &mut Fabric, k: u32, factor: f64) -> BTreeSet<String> {
         .collect()
 }
 
+/// The lab's noise is judged against goals up to this many hosts (the lab has 4). Beyond, its
+/// 48 figures drawn independently make its round-1 warm-up outliers (0.52 and 0.57 x) 4 % of
+/// every figure, and two of them on one healthy direction in a row name a false link now
+/// and then (the table reports those runs).
+const LAB_NOISE_GOAL_HOSTS: u32 = 8;
+
 const CASES: &[Case] = &[
     Case {
         name: "healthy",
         min_hosts: 4,
         plant: |_| BTreeSet::new(),
+        at_20: true,
+        in_lab: true,
     },
     Case {
         name: "1 host at 50 %",
         min_hosts: 4,
         plant: |f| slow_nics(f, 1, 0.5),
+        at_20: false,
+        in_lab: true,
     },
     Case {
         name: "1 host at 80 %",
         min_hosts: 8,
         plant: |f| slow_nics(f, 1, 0.8),
+        at_20: false,
+        in_lab: false,
     },
     Case {
         name: "2 % of hosts at 70 %",
         min_hosts: 4,
         plant: |f| slow_nics(f, (f.n as f64 * 0.02).ceil() as u32, 0.7),
+        at_20: false,
+        in_lab: false,
     },
     Case {
         name: "1 link at 50 %",
         min_hosts: 4,
         plant: |f| {
-            // A scheduled pair: ranks 1 and N-1 (all-pairs), or quick's first pair of rank 1.
-            let (a, b) = match f.pattern {
-                Pattern::AllPairs => (1, f.n - 1),
-                _ => Schedule::new(f.pattern, f.n, f.seed)
-                    .round(0)
-                    .into_iter()
-                    .find(|p| p.0 == 1 || p.1 == 1)
-                    .expect("rank 1 is in quick's first (perfect) matching"),
-            };
+            let (a, b) = scheduled_pair(f);
             f.links.insert((a, b), 0.5);
             [format!("link {}-{}", name(a), name(b))].into()
         },
+        at_20: false,
+        in_lab: true,
+    },
+    Case {
+        name: "1 link one way at 10 %",
+        min_hosts: 4,
+        plant: |f| one_way_link(f, 0.1),
+        at_20: true,
+        in_lab: true,
+    },
+    Case {
+        name: "1 link one way at 30 %",
+        min_hosts: 4,
+        plant: |f| one_way_link(f, 0.3),
+        at_20: true,
+        in_lab: true,
+    },
+    Case {
+        name: "1 link one way at 50 %",
+        min_hosts: 4,
+        plant: |f| one_way_link(f, 0.5),
+        at_20: true,
+        in_lab: false,
     },
     Case {
         name: "a switch of 8 at 50 % out",
@@ -206,6 +328,8 @@ const CASES: &[Case] = &[
             }
             [format!("group {}", names.join(","))].into()
         },
+        at_20: false,
+        in_lab: false,
     },
     Case {
         name: "1 host sends at 50 %",
@@ -215,6 +339,19 @@ const CASES: &[Case] = &[
             f.send[h as usize] = 0.5;
             [host(h)].into()
         },
+        at_20: true,
+        in_lab: true,
+    },
+    Case {
+        name: "1 host receives at 50 %",
+        min_hosts: 4,
+        plant: |f| {
+            let h = spread(f.n, 1)[0];
+            f.recv[h as usize] = 0.5;
+            [host(h)].into()
+        },
+        at_20: true,
+        in_lab: true,
     },
 ];
 
@@ -252,7 +389,7 @@ fn judged(f: &Fabric, t: &Thresholds) -> (Verdict, Vec<PairResult>) {
     }
     let ranks: Vec<(u32, String)> = (0..f.n).map(|r| (r, name(r))).collect();
     let rounds = schedule.rounds() as u32;
-    let verdict = judge(&mut pairs, &ranks, &BTreeSet::new(), t, true, |retests| {
+    let verdict = judge(&mut pairs, &ranks, &BTreeSet::new(), t, |retests| {
         Ok::<_, ()>(
             retests
                 .into_iter()
@@ -303,35 +440,38 @@ fn the_verdict_finds_every_planted_fault_and_no_false_suspect_up_to_512_hosts() 
     );
     let mut runs = 0;
     for &n in &sizes {
-        for noise in [0.05, 0.20] {
+        for noise in [Noise::Uniform(0.05), Noise::Uniform(0.20), Noise::Lab] {
             for case in CASES.iter().filter(|c| n >= c.min_hosts) {
                 let seeds = if n > 64 { &seeds[..1] } else { &seeds[..] };
                 for &seed in seeds {
                     let mut f = Fabric::healthy(n, noise, pattern, seed);
                     let expected = (case.plant)(&mut f);
-                    let (suspects, fails) = run(&f, &Thresholds::default());
+                    let (v, pairs) = judged(&f, &Thresholds::default());
+                    let fails = v.findings.iter().any(|x| x.fails);
+                    let suspects = v.suspects.clone();
                     runs += 1;
                     let got = named(&suspects);
                     let found: BTreeSet<String> = got.intersection(&expected).cloned().collect();
                     let missed: BTreeSet<String> = expected.difference(&got).cloned().collect();
                     let false_ones: BTreeSet<String> = got.difference(&expected).cloned().collect();
                     // The goal: at 5 % everything found, nothing false, no failing finding;
-                    // at 20 % a healthy fabric names no one (the faults are reported only).
-                    let goal = if noise < 0.1 {
-                        Some(missed.is_empty() && false_ones.is_empty() && !fails)
-                    } else if expected.is_empty() {
-                        Some(false_ones.is_empty() && !fails)
-                    } else {
-                        None
-                    };
+                    // at 20 % and in the lab's noise the same for the cases marked so (a
+                    // healthy fabric, the one-way faults; in the lab's noise the faults the
+                    // lab tests plant), the others reported only.
+                    let goal = match noise {
+                        Noise::Uniform(x) if x < 0.1 => true,
+                        Noise::Uniform(_) => case.at_20,
+                        Noise::Lab => case.in_lab && n <= LAB_NOISE_GOAL_HOSTS,
+                    }
+                    .then_some(missed.is_empty() && false_ones.is_empty() && !fails);
                     let mark = match goal {
                         Some(true) => "met",
                         Some(false) => "MISSED",
                         None => "(report)",
                     };
                     table.push_str(&format!(
-                        "{n:>5} {:>4.0}% {:<26} {seed:>4} | {:<40} | {:<30} | {:<30} | {mark}\n",
-                        noise * 100.0,
+                        "{n:>5} {:>5} {:<26} {seed:>4} | {:<40} | {:<30} | {:<30} | {mark}\n",
+                        noise.label(),
                         case.name,
                         shown(&found),
                         shown(&missed),
@@ -339,13 +479,40 @@ fn the_verdict_finds_every_planted_fault_and_no_false_suspect_up_to_512_hosts() 
                     ));
                     if goal == Some(false) {
                         misses.push(format!(
-                            "{n} hosts, +-{:.0} % noise, {}, seed {seed}: missed {}, false {}{}",
-                            noise * 100.0,
+                            "{n} hosts, {} noise, {}, seed {seed}: missed {}, false {}{}",
+                            noise.label(),
                             case.name,
                             shown(&missed),
                             shown(&false_ones),
                             if fails { ", a failing finding" } else { "" }
                         ));
+                        if n <= 8 {
+                            // What the verdict saw, for whoever reads the failure.
+                            let scheduled: Vec<String> = pairs
+                                .iter()
+                                .map(|p| {
+                                    format!(
+                                        "    {}{} - {} {:.3} / {:.3}",
+                                        if p.retested { "retest " } else { "" },
+                                        p.a,
+                                        p.b,
+                                        p.bw_gbps.unwrap_or(0.0) / BW,
+                                        p.bw_gbps_reverse.unwrap_or(0.0) / BW
+                                    )
+                                })
+                                .collect();
+                            misses.push(format!(
+                                "  reference {:.3} x, noise {:.3}\n{}\n{}",
+                                v.reference.bw_gbps.unwrap_or(0.0) / BW,
+                                v.reference.bw_spread.unwrap_or(0.0),
+                                scheduled.join("\n"),
+                                v.notes
+                                    .iter()
+                                    .map(|n| format!("  note {n:?}"))
+                                    .collect::<Vec<_>>()
+                                    .join("\n")
+                            ));
+                        }
                     }
                 }
             }
@@ -366,7 +533,7 @@ fn a_fault_on_most_hosts_becomes_the_reference_and_only_an_absolute_floor_sees_i
     // What the ratio rules cannot see: seven of eight hosts at half rate are the fabric's
     // reference, and the one healthy host is merely fast. --expect-bw sees it: most pairs
     // below the floor are one failing fabric-wide finding.
-    let mut f = Fabric::healthy(8, 0.05, Pattern::AllPairs, 1);
+    let mut f = Fabric::healthy(8, Noise::Uniform(0.05), Pattern::AllPairs, 1);
     for r in 1..8 {
         f.nic[r] = 0.5;
     }
@@ -382,7 +549,7 @@ fn a_fault_on_most_hosts_becomes_the_reference_and_only_an_absolute_floor_sees_i
 
 #[test]
 fn at_fleet_size_the_text_is_suspects_a_sorted_summary_and_histograms_not_matrices() {
-    let mut f = Fabric::healthy(128, 0.05, Pattern::AllPairs, 1);
+    let mut f = Fabric::healthy(128, Noise::Uniform(0.05), Pattern::AllPairs, 1);
     f.nic[77] = 0.6;
     let (v, pairs) = judged(&f, &Thresholds::default());
     let hosts: Vec<HostInfo> = (0..f.n)
@@ -406,6 +573,7 @@ fn at_fleet_size_the_text_is_suspects_a_sorted_summary_and_histograms_not_matric
         limits: v.limits,
         suspects: v.suspects,
         notes: v.notes,
+        retests: v.retests,
         missing: Vec::new(),
         missing_reasons: Vec::new(),
         exit_code: 3,

@@ -143,9 +143,16 @@ pub struct FabricArgs {
     #[arg(long, help_heading = "Launch")]
     pub allow_missing: bool,
 
-    /// Do not retest suspects against hosts that passed.
+    /// Do not retest suspects against hosts that passed (every suspect stays one).
     #[arg(long, help_heading = "Test")]
     pub no_retest: bool,
+
+    /// Retest rounds at most: a suspect is retested round after round until its figures decide
+    /// (a fault reproduced stays, a retest at the ratio clears it); still undecided after N
+    /// rounds, it is reported as undecided, not as a suspect.
+    #[arg(long, value_name = "N", default_value_t = crate::fabric::verdict::RETEST_ROUNDS,
+          value_parser = clap::value_parser!(u32).range(1..=32), help_heading = "Test")]
+    pub retest_rounds: u32,
 
     /// The bound on each wait: joining the coordinator, each wait of a pair test for its peer;
     /// a round may last a few times this. A bare number is seconds.
@@ -204,20 +211,28 @@ The verdict (on the scheduled pairs; a pair with a missing rank judges no one):
 Reference and noise. Each host's score is the median of its own figures (bandwidth both ways; \
 latency). The reference is the median of the hosts' scores, taken again without the hosts already \
 beyond the ratio, so fewer than half the hosts cannot move it. The noise is the spread of each \
-host's figures around its own median, pooled over the hosts. A figure stands out when it is \
-beyond the ratio and beyond the noise: at least 4 standard errors of a median of that many \
-figures, more with many tests (a 1 % chance over all of them).
+host's figures around its own median, pooled over the hosts, widened to its tail from 40 \
+figures up, and never taken below 10 %. A figure stands out when it is beyond the ratio and \
+beyond the noise: at least 4 standard errors of a median of that many figures, more with many \
+tests (a 1 % chance over all of them).
 
 bw-host, bw-send, bw-recv: a host whose score (or one direction's) is below --min-bw-ratio \
 (default 0.9) x the reference and stands out. Found worst first; each next host is judged on \
 its pairs with hosts not found yet, so a slow host does not make its partners look slow. Needs \
-4 hosts, and 4 figures a host (5 for one direction).
+4 hosts, and 4 figures a host (5 for one direction). The rule says the direction: bw-send (it \
+sends slowly) when what it receives is less than half as far below, bw-recv the reverse, \
+bw-host both ways. A host that sends (or receives) slowly on most of its pairs, two or more, \
+is one bw-send (bw-recv) suspect, not that many links.
 
 bw-group: slow hosts that are faster among themselves than to the rest, beyond the noise: a \
 switch, an uplink or a partition, reported once instead of host by host.
 
-bw-link: a pair that is slow (its two directions' geometric mean) while both its hosts are \
-fine elsewhere.
+bw-link: each direction of a pair judged on its own, whatever its reverse does (a bad \
+transmit lane, a dirty optic at one end): a direction below the ratio and beyond the noise, or \
+at half the reference or below (the gross floor: no noise level hides it), or below the ratio \
+where the retests can still decide; and a pair slow both ways by less (its two directions' \
+geometric mean). A pair with a suspect host at one end is held: judged only if that host's \
+retests clear it.
 
 lat-host, lat-link: the same for latency above --max-lat-ratio (default 1.5) x the reference.
 
@@ -229,9 +244,19 @@ failure, counters, expect-bw, expect-lat: a host with most of its pairs (two or 
 by the rule is a suspect host, a lone flagged pair a suspect link; when most pairs are flagged \
 by one rule (4 hosts or more) it is one failing fabric-wide finding instead of every host.
 
-Retests: each suspect runs once more (a host against a host that passed, a link again, a group's \
-first member against a host outside it) and stays a suspect when the retest is still beyond the \
-ratio (or failed, or could not run); a passing slowdown (a busy host) retests at full rate.
+One suspect, one entry: the rules that charge the same host, link or group make one suspect, \
+with every rule and reason under it.
+
+Retests, round after round (--retest-rounds, default 4): each suspect runs again (a host against \
+a host that passed, the next one each round; a link again; a group's first member against a \
+host outside it) until it is decided. Retests at the ratio clear it (a passing slowdown, a \
+busy host). It stays a suspect when a direction was at half the reference or below twice (the \
+schedule and a retest, or two retests), or when every retest is below the ratio and the \
+retests alone stand out beyond the noise over two of them at least (one outlier is not a \
+fault); a retest that failed keeps it too. A fault the retests reproduce is never cleared. \
+Still undecided when the rounds run out, it is reported as undecided (not a suspect). A \
+suspect that could not be retested (no host passed, --no-retest) stays one, unless all that \
+charged it was a small deficit within the noise. The report says how many retests were run.
 
 What it cannot see: with 2 or 3 hosts the ratio rules are off (which end of a slow pair is slow \
 cannot be told; the output says so): use --expect-bw and --expect-lat. A fault shared by more \

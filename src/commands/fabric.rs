@@ -88,9 +88,13 @@ pub fn run(args: &FabricArgs) -> Result<u8> {
             expect_lat_us: args.expect_lat.map(|d| d.as_secs_f64() * 1e6),
             counters: !args.no_counter_check,
             max_error_delta: args.max_error_delta,
+            retest_rounds: if args.no_retest {
+                0
+            } else {
+                args.retest_rounds
+            },
         },
         allow_missing: args.allow_missing,
-        retest: !args.no_retest,
         timeout: args.timeout,
         pair_deadline: settings.pair_deadline(),
         launch,

@@ -11,7 +11,7 @@ use super::conn::{self, Conn, Event, Rendezvous};
 use super::protocol::{PairSide, Peer, ToCoordinator, ToRank};
 use super::schedule::{Pair, Schedule, pack};
 use super::verdict::{self, Thresholds};
-use crate::report::fabric::{Finding, HostInfo, PairResult, SuspectNote, Suspects};
+use crate::report::fabric::{Finding, HostInfo, PairResult, RetestSummary, SuspectNote, Suspects};
 use anyhow::{Context as _, Result, bail};
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -29,9 +29,8 @@ pub struct CoordinatorConfig {
     pub rendezvous_timeout: Duration,
     /// How long every rank has to finish a round.
     pub round_timeout: Duration,
+    /// What pairs are judged against, the retest budget included.
     pub thresholds: Thresholds,
-    /// Retest suspects once against hosts that passed.
-    pub retest: bool,
     /// Who may join.
     pub auth: Auth,
 }
@@ -61,6 +60,7 @@ pub struct Outcome {
     pub limits: Vec<String>,
     pub suspects: Suspects,
     pub notes: Vec<SuspectNote>,
+    pub retests: RetestSummary,
     /// Names of ranks missing at the end (host names, or "rank N" for one that never joined).
     pub missing: Vec<String>,
     pub missing_reasons: Vec<String>,
@@ -418,14 +418,14 @@ pub fn coordinate(
         &ranks,
         &missing_names,
         &cfg.thresholds,
-        cfg.retest,
         |unique| {
             let packed = pack(cfg.size, unique);
             let mut out = Vec::new();
-            for (i, rp) in packed.iter().enumerate() {
+            let planned = rounds as usize + packed.len();
+            for rp in &packed {
                 rounds += 1;
                 out.extend(run.round(rounds, rp, true)?);
-                progress.round_done(total + i + 1, total + packed.len());
+                progress.round_done(rounds as usize, planned);
             }
             Ok::<_, anyhow::Error>(out)
         },
@@ -433,16 +433,7 @@ pub fn coordinate(
 
     let missing: Vec<String> = run.gone.keys().map(|r| run.label(*r)).collect();
     let missing_reasons: Vec<String> = run.gone.values().cloned().collect();
-    let flagged = !v.suspects.is_empty()
-        || v.findings.iter().any(|f| f.fails)
-        || pairs.iter().any(|p| !p.retested && p.error.is_some());
-    let exit_code = if !missing.is_empty() && !cfg.allow_missing {
-        crate::exit::FAILURE
-    } else if flagged || !missing.is_empty() {
-        crate::exit::THRESHOLD
-    } else {
-        crate::exit::OK
-    };
+    let exit_code = v.exit_code(&pairs, missing.len(), cfg.allow_missing);
     for r in run.live.keys().copied().collect::<Vec<_>>() {
         run.tell(r, &ToRank::Finish { exit_code });
     }
@@ -458,6 +449,7 @@ pub fn coordinate(
         limits: v.limits,
         suspects: v.suspects,
         notes: v.notes,
+        retests: v.retests,
         missing,
         missing_reasons,
         exit_code,

@@ -29,7 +29,6 @@ pub struct FabricPlan {
     pub schedule: Schedule,
     pub thresholds: verdict::Thresholds,
     pub allow_missing: bool,
-    pub retest: bool,
     /// The bound on joining (rendezvous) and on each wait of a pair test.
     pub timeout: Duration,
     /// The bound on one pair's tests.
@@ -94,7 +93,6 @@ pub fn run(
         rendezvous_timeout: plan.timeout,
         round_timeout: plan.round_timeout(),
         thresholds: plan.thresholds,
-        retest: plan.retest,
         auth: plan.auth.clone(),
     };
     std::thread::scope(|s| {
@@ -130,6 +128,7 @@ pub fn report(outcome: Outcome, settings: FabricSettings, duration: Duration) ->
         limits: outcome.limits,
         suspects: outcome.suspects,
         suspect_notes: outcome.notes,
+        retests: outcome.retests,
         host_summary,
         missing: outcome.missing,
         missing_reasons: outcome.missing_reasons,

@@ -13,8 +13,16 @@
 //! - **Slow host** (`bw-host`, `bw-send`, `bw-recv`): its score (or the score of one direction)
 //!   is below `--min-bw-ratio` x the reference *and* further below it than the noise can explain
 //!   (more than [`noise_sigmas`] standard errors of a median of that many figures). Needs 4 hosts.
-//! - **Slow link** (`bw-link`): a pair whose hosts are not suspects is below the ratio and the
-//!   noise gate, its two directions averaged (geometric mean).
+//! - **Slow link** (`bw-link`): each direction of a pair whose hosts are not suspects, on its
+//!   own: below the ratio and the noise gate, or at [`GROSS_BW_RATIO`] or below (the gross
+//!   floor), or below the ratio where the retests can decide ([`Gate`]); and the two directions
+//!   averaged (geometric mean) for a pair slow both ways by less. A host slow one way on most
+//!   of its pairs is one `bw-send`/`bw-recv` suspect. Pairs with a suspect host are held and
+//!   judged if its retests clear it.
+//! - **One suspect, one entry**: charges against one host, link or group are merged ([`merge`]).
+//! - **Retests** ([`retest`]): round after round within `--retest-rounds`, until each suspect
+//!   is decided: cleared by retests at the ratio, confirmed when a direction was gross twice or
+//!   the retests alone stand out over [`MIN_RETESTS_TO_CONFIRM`] of them, else undecided.
 //! - **Group** (`bw-group`): suspect hosts that are fast among themselves: a shared switch,
 //!   uplink or partition, reported once.
 //! - **Latency** (`lat-host`, `lat-link`): the same, above `--max-lat-ratio` x the reference.
@@ -30,7 +38,9 @@
 //!   verdict says so (failures, counters and `--expect-bw`/`--expect-lat` still judge).
 
 use super::schedule::Pair;
-use crate::report::fabric::{Finding, HostSummary, PairResult, SuspectNote, Suspects};
+use crate::report::fabric::{
+    Finding, HostSummary, PairResult, RetestSummary, SuspectNote, Suspects,
+};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// What a pair is judged against.
@@ -44,6 +54,8 @@ pub struct Thresholds {
     pub counters: bool,
     /// Flag a pair whose counter rose by more than this (None: against the run's own pairs).
     pub max_error_delta: Option<u64>,
+    /// Retest rounds at most (0: no retests; suspects stay suspects).
+    pub retest_rounds: u32,
 }
 
 /// The default `--min-bw-ratio`: a host or link below 0.9 x the reference (and beyond the noise).
@@ -58,6 +70,14 @@ pub const MIN_FIGURES_DIRECTION: usize = 5;
 pub const MIN_FIGURES_HOST: usize = 4;
 /// The noise gate's floor, in standard errors.
 pub const MIN_SIGMAS: f64 = 4.0;
+/// A bandwidth figure at or below this x the reference is a gross fault: seen twice (the
+/// scheduled test and a retest), it is named whatever the noise.
+pub const GROSS_BW_RATIO: f64 = 0.5;
+/// Retests a bandwidth charge needs before its figures alone can confirm it (a figure at
+/// [`GROSS_BW_RATIO`] or below seen twice needs one).
+pub const MIN_RETESTS_TO_CONFIRM: usize = 2;
+/// The default `--retest-rounds`.
+pub const RETEST_ROUNDS: u32 = 4;
 
 impl Default for Thresholds {
     fn default() -> Self {
@@ -68,6 +88,7 @@ impl Default for Thresholds {
             expect_lat_us: None,
             counters: true,
             max_error_delta: None,
+            retest_rounds: RETEST_ROUNDS,
         }
     }
 }
@@ -109,80 +130,131 @@ pub struct Reference {
     pub lat_figures: usize,
 }
 
-/// The rule that made a suspect or a finding.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Rule {
-    Failure,
-    Counters,
-    ExpectBw,
-    ExpectLat,
-    BwHost,
-    BwSend,
-    BwRecv,
-    BwGroup,
-    BwLink,
-    LatHost,
-    LatLink,
-}
+pub use crate::report::fabric::{Direction, Rule};
 
-impl Rule {
-    pub fn name(self) -> &'static str {
-        match self {
-            Rule::Failure => "failure",
-            Rule::Counters => "counters",
-            Rule::ExpectBw => "expect-bw",
-            Rule::ExpectLat => "expect-lat",
-            Rule::BwHost => "bw-host",
-            Rule::BwSend => "bw-send",
-            Rule::BwRecv => "bw-recv",
-            Rule::BwGroup => "bw-group",
-            Rule::BwLink => "bw-link",
-            Rule::LatHost => "lat-host",
-            Rule::LatLink => "lat-link",
-        }
-    }
-}
-
-/// A suspect before its retest.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Suspect {
+/// Where a suspect is: a host, a link (a is the lower rank), or a group of hosts.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Target {
     Host {
         rank: u32,
         host: String,
-        rule: Rule,
-        reason: String,
     },
     Link {
         a: (u32, String),
         b: (u32, String),
-        rule: Rule,
-        reason: String,
     },
     /// Hosts fast among themselves, slow to the rest.
     Group {
         members: Vec<(u32, String)>,
-        rule: Rule,
-        reason: String,
     },
 }
 
-impl Suspect {
-    pub fn rule(&self) -> Rule {
+impl Target {
+    /// The ranks it names.
+    pub fn ranks(&self) -> Vec<u32> {
         match self {
-            Suspect::Host { rule, .. }
-            | Suspect::Link { rule, .. }
-            | Suspect::Group { rule, .. } => *rule,
+            Target::Host { rank, .. } => vec![*rank],
+            Target::Link { a, b } => vec![a.0, b.0],
+            Target::Group { members } => members.iter().map(|m| m.0).collect(),
         }
     }
 
-    /// The ranks it names.
-    fn ranks(&self) -> Vec<u32> {
+    pub fn kind(&self) -> &'static str {
         match self {
-            Suspect::Host { rank, .. } => vec![*rank],
-            Suspect::Link { a, b, .. } => vec![a.0, b.0],
-            Suspect::Group { members, .. } => members.iter().map(|m| m.0).collect(),
+            Target::Host { .. } => "host",
+            Target::Link { .. } => "link",
+            Target::Group { .. } => "group",
         }
     }
+}
+
+/// How a bandwidth charge's retests decide it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gate {
+    /// It stood out beyond the noise: it stays while its retests are still below the ratio.
+    Noise,
+    /// At or below [`GROSS_BW_RATIO`] x the reference, within the noise: it stays when a
+    /// retest sees it there again (or its figures together stand out); a retest at the ratio
+    /// or above clears it.
+    Gross,
+    /// Below the ratio, within the noise: retested until its figures together stand out (it
+    /// stays) or its retests reach the ratio (cleared), within the budget.
+    Undecided,
+}
+
+/// One rule's case against a suspect.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Charge {
+    pub rule: Rule,
+    pub reason: String,
+    pub gate: Gate,
+    /// Which way it is slow (bandwidth rules).
+    pub direction: Option<Direction>,
+    /// The scheduled figures behind it, as ratios to the reference (bandwidth links).
+    pub ratios: Vec<f64>,
+    /// The noise gate's standard errors for this rule.
+    pub sigmas: f64,
+}
+
+impl Charge {
+    fn new(rule: Rule, reason: String) -> Charge {
+        Charge {
+            rule,
+            reason,
+            gate: Gate::Noise,
+            direction: None,
+            ratios: Vec::new(),
+            sigmas: MIN_SIGMAS,
+        }
+    }
+}
+
+/// A suspect before its retests: where, and every rule's charge against it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Suspect {
+    pub target: Target,
+    pub charges: Vec<Charge>,
+}
+
+impl Suspect {
+    /// The first charge's rule.
+    pub fn rule(&self) -> Rule {
+        self.charges[0].rule
+    }
+
+    pub fn rules(&self) -> Vec<Rule> {
+        let mut v: Vec<Rule> = self.charges.iter().map(|c| c.rule).collect();
+        v.dedup();
+        v
+    }
+
+    /// Which way it is slow, over its bandwidth charges.
+    pub fn direction(&self) -> Option<Direction> {
+        self.charges
+            .iter()
+            .filter_map(|c| c.direction)
+            .reduce(Direction::and)
+    }
+}
+
+/// Charges against the same host, link or group made into one suspect each (in the order of
+/// their first charge).
+pub fn merge(charges: Vec<(Target, Charge)>) -> Vec<Suspect> {
+    let mut out: Vec<Suspect> = Vec::new();
+    let mut at: BTreeMap<Target, usize> = BTreeMap::new();
+    for (target, charge) in charges {
+        match at.get(&target) {
+            Some(&i) => out[i].charges.push(charge),
+            None => {
+                at.insert(target.clone(), out.len());
+                out.push(Suspect {
+                    target,
+                    charges: vec![charge],
+                });
+            }
+        }
+    }
+    out
 }
 
 /// What the scheduled pairs say, before the retests.
@@ -193,6 +265,8 @@ pub struct Judgement {
     pub findings: Vec<Finding>,
     /// What the verdict could not judge, a sentence each (few hosts, no noise estimate).
     pub limits: Vec<String>,
+    /// Links with a suspect host at one end (bandwidth): judged only if that host is cleared.
+    pub held: Vec<Suspect>,
 }
 
 /// The whole verdict on a run: what [`judge`] returns.
@@ -203,59 +277,58 @@ pub struct Verdict {
     pub limits: Vec<String>,
     /// The suspects the retests confirmed (or that could not be retested).
     pub suspects: Suspects,
-    /// Every suspect before its retest: rule, figures and what the retest said.
+    /// Every suspect before its retests: rules, figures and what the retests said.
     pub notes: Vec<SuspectNote>,
+    pub retests: RetestSummary,
 }
 
-/// Judge the scheduled `pairs` (flagging them): reference, suspects, then each suspect's retest
-/// through `run_retests` (given the pairs of ranks to run, it returns their results; not called
-/// when `retest` is false or there is no suspect), then the final word. The retests' results are
-/// appended to `pairs`. `ranks`: every rank of the run and its host; `missing`: the hosts of
-/// ranks that did not finish.
+impl Verdict {
+    /// Whether the verdict fails the run: a suspect, a failing fabric-wide finding, or a
+    /// scheduled pair that failed.
+    pub fn fails(&self, pairs: &[PairResult]) -> bool {
+        !self.suspects.is_empty()
+            || self.findings.iter().any(|f| f.fails)
+            || pairs.iter().any(|p| !p.retested && p.error.is_some())
+    }
+
+    /// The run's exit code: 1 when ranks went missing (without `--allow-missing`), 3 when
+    /// the verdict fails or ranks went missing, else 0.
+    pub fn exit_code(&self, pairs: &[PairResult], missing: usize, allow_missing: bool) -> u8 {
+        if missing > 0 && !allow_missing {
+            crate::exit::FAILURE
+        } else if missing > 0 || self.fails(pairs) {
+            crate::exit::THRESHOLD
+        } else {
+            crate::exit::OK
+        }
+    }
+}
+
+/// Judge the scheduled `pairs` (flagging them): reference, suspects, then up to
+/// `t.retest_rounds` rounds of retests through `run_retests` (given the pairs of ranks to run,
+/// it returns their results; called once per round while a suspect is undecided), then the
+/// final word. The retests' results are appended to `pairs`. `ranks`: every rank of the run
+/// and its host; `missing`: the hosts of ranks that did not finish.
 pub fn judge<E>(
     pairs: &mut Vec<PairResult>,
     ranks: &[(u32, String)],
     missing: &BTreeSet<String>,
     t: &Thresholds,
-    retest: bool,
-    run_retests: impl FnOnce(Vec<Pair>) -> Result<Vec<PairResult>, E>,
+    run_retests: impl FnMut(Vec<Pair>) -> Result<Vec<PairResult>, E>,
 ) -> Result<Verdict, E> {
     let reference = reference(pairs, missing, t);
     flag(pairs, &reference, t);
     let judgement = classify(pairs, missing, &reference, t);
-    let suspects = &judgement.suspects;
-    let planned: Vec<Option<Pair>> = if retest && !suspects.is_empty() {
-        retest_pairs(suspects, ranks, missing)
-    } else {
-        vec![None; suspects.len()]
-    };
-    let unique: Vec<Pair> = planned
-        .iter()
-        .flatten()
-        .copied()
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    let mut results = if unique.is_empty() {
-        Vec::new()
-    } else {
-        run_retests(unique)?
-    };
-    for p in &mut results {
-        p.retested = true;
-    }
-    flag(&mut results, &reference, t);
-    let retests: Vec<Option<&PairResult>> = planned
-        .iter()
-        .map(|p| {
-            p.and_then(|(a, b)| {
-                results
-                    .iter()
-                    .find(|r| r.a_rank.min(r.b_rank) == a && r.a_rank.max(r.b_rank) == b)
-            })
-        })
-        .collect();
-    let (suspects, notes) = conclude(suspects, &retests, &reference, t);
+    let (trials, results, retests) = retest::run(
+        judgement.suspects,
+        judgement.held,
+        ranks,
+        missing,
+        &reference,
+        t,
+        run_retests,
+    )?;
+    let (suspects, notes) = conclude(&trials, &reference, t);
     pairs.extend(results);
     Ok(Verdict {
         reference,
@@ -263,17 +336,22 @@ pub fn judge<E>(
         limits: judgement.limits,
         suspects,
         notes,
+        retests,
     })
 }
 
+mod bandwidth;
 mod classify;
+mod latency;
 mod reference;
 mod retest;
 pub use classify::classify;
 use classify::*;
 use reference::*;
 pub use reference::{flag, median, reference};
-pub use retest::{conclude, host_summary, retest_pairs};
+pub use retest::{Trial, conclude, host_summary, retest_pairs};
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_retest;

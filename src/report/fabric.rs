@@ -78,12 +78,70 @@ impl Suspects {
     }
 }
 
+/// A rule of the verdict (in JSON and text by its kebab-case name: `bw-link`, `counters`, ...).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Rule {
+    Failure,
+    Counters,
+    ExpectBw,
+    ExpectLat,
+    BwHost,
+    BwSend,
+    BwRecv,
+    BwGroup,
+    BwLink,
+    LatHost,
+    LatLink,
+}
+
+impl Rule {
+    pub fn name(self) -> &'static str {
+        match self {
+            Rule::Failure => "failure",
+            Rule::Counters => "counters",
+            Rule::ExpectBw => "expect-bw",
+            Rule::ExpectLat => "expect-lat",
+            Rule::BwHost => "bw-host",
+            Rule::BwSend => "bw-send",
+            Rule::BwRecv => "bw-recv",
+            Rule::BwGroup => "bw-group",
+            Rule::BwLink => "bw-link",
+            Rule::LatHost => "lat-host",
+            Rule::LatLink => "lat-link",
+        }
+    }
+}
+
+impl std::fmt::Display for Rule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Which way a suspect is slow. A host: what it sends, what it receives, or both. A link
+/// `[a, b]`: `send` is a to b, `receive` b to a.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    Send,
+    Receive,
+    Both,
+}
+
+impl Direction {
+    /// The union of two directions.
+    pub fn and(self, other: Direction) -> Direction {
+        if self == other { self } else { Direction::Both }
+    }
+}
+
 /// A finding about the fabric as a whole: a rule that flagged most pairs, or error counters
 /// that rose on most of them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Finding {
-    /// The rule: "failure", "counters", "expect-bw", "expect-lat".
-    pub rule: String,
+    /// The rule: failure, counters, expect-bw, expect-lat.
+    pub rule: Rule,
     /// It fails the run (exit 3); false: information only.
     pub fails: bool,
     /// Pairs it covers.
@@ -91,23 +149,48 @@ pub struct Finding {
     pub text: String,
 }
 
-/// Why a suspect is one, and what its retest said.
+/// Why a suspect is one, and what its retests said: one note per host, link or group, with
+/// every rule that charged it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SuspectNote {
     /// "host", "link" or "group".
     pub kind: String,
     /// The host, the link as "a - b", or the group's hosts.
     pub name: String,
-    /// The rule that fired: "bw-host", "bw-send", "bw-recv", "bw-group", "bw-link",
-    /// "lat-host", "lat-link", "failure", "counters", "expect-bw", "expect-lat".
+    /// The rule that decided: the first that its retests confirmed, else the first that
+    /// charged it.
+    pub rule: Rule,
+    /// Every rule that charged it.
     #[serde(default)]
-    pub rule: String,
-    /// The rule's figures, a sentence.
+    pub rules: Vec<Rule>,
+    /// Which way it is slow (bandwidth rules only).
+    #[serde(default)]
+    pub direction: Option<Direction>,
+    /// Each rule's figures, a sentence each, joined.
     pub reason: String,
-    /// What the retest found: None when none could be run.
+    /// What the retests found: None when none could be run.
     pub retest: Option<String>,
-    /// Still a suspect after the retest (the retest was flagged too, or could not run).
+    /// Retest pair tests run for it.
+    #[serde(default)]
+    pub retests: u32,
+    /// Still a suspect after its retests (a retest reproduced the fault, or none could run).
     pub confirmed: bool,
+    /// The retest budget ran out before the figures could decide (not a suspect; said).
+    #[serde(default)]
+    pub undecided: bool,
+}
+
+/// What the retests cost.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct RetestSummary {
+    /// The budget: retest rounds at most (`--retest-rounds`; 0 with `--no-retest`).
+    pub budget_rounds: u32,
+    /// Retest rounds run.
+    pub rounds: u32,
+    /// Retest pair tests run (all rounds).
+    pub pairs: u32,
+    /// Suspects still undecided when the budget ran out.
+    pub undecided: u32,
 }
 
 /// One host's pairs at a glance.
@@ -180,6 +263,9 @@ pub struct FabricReport {
     pub limits: Vec<String>,
     pub suspects: Suspects,
     pub suspect_notes: Vec<SuspectNote>,
+    /// What the retests cost.
+    #[serde(default)]
+    pub retests: RetestSummary,
     pub host_summary: Vec<HostSummary>,
     /// Ranks that did not join, or left mid-run, by host name (or "rank N" when never seen).
     pub missing: Vec<String>,
@@ -198,310 +284,8 @@ impl FabricReport {
     }
 }
 
-fn fmt_opt(v: Option<f64>, digits: usize) -> String {
-    v.map_or_else(|| "-".to_string(), |v| format!("{v:.digits$}"))
-}
-
-/// A host x host matrix: the row host's figure towards the column host.
-fn matrix(
-    r: &FabricReport,
-    style: Style,
-    title: &str,
-    value: impl Fn(&PairResult, bool) -> Option<f64>,
-    digits: usize,
-) -> String {
-    let names: Vec<&str> = r.hosts.iter().map(|h| h.host.as_str()).collect();
-    let mut header = vec![title];
-    header.extend(names.iter().copied());
-    let mut t = style.table(&header);
-    for row in &names {
-        let mut cells = vec![style.bold(row)];
-        for col in &names {
-            let pair = r
-                .pairs
-                .iter()
-                .filter(|p| !p.retested)
-                .find(|p| (p.a == *row && p.b == *col) || (p.b == *row && p.a == *col));
-            let cell = match pair {
-                None if row == col => comfy_table::Cell::new("."),
-                None => comfy_table::Cell::new(""),
-                Some(p) => {
-                    let forward = p.a == *row;
-                    let text = match value(p, forward) {
-                        Some(v) => format!("{v:.digits$}"),
-                        None if p.error.is_some() => "failed".to_string(),
-                        None => "-".to_string(),
-                    };
-                    if p.flagged {
-                        style.alert(format!("{text}*"))
-                    } else {
-                        comfy_table::Cell::new(text)
-                    }
-                }
-            };
-            cells.push(cell);
-        }
-        t.add_row(cells);
-    }
-    finish(&t)
-}
-
-/// Above this many hosts the text report shows histograms instead of host x host matrices.
-pub const MATRIX_MAX_HOSTS: usize = 16;
-/// Rows of the per-host table and of the flagged pairs the text shows at most.
-pub const TEXT_MAX_ROWS: usize = 20;
-
-/// The pairs' figures over the reference, counted into buckets, one line each.
-fn histogram(out: &mut String, title: &str, ratios: &[f64], edges: &[f64]) {
-    if ratios.is_empty() {
-        return;
-    }
-    let _ = writeln!(out, "\n{title}");
-    let mut counts = vec![0usize; edges.len() + 1];
-    for r in ratios {
-        counts[edges.iter().take_while(|e| *r >= **e).count()] += 1;
-    }
-    let most = counts.iter().copied().max().unwrap_or(1).max(1);
-    for (i, n) in counts.iter().enumerate() {
-        let label = match i {
-            0 => format!("      < {:.2}", edges[0]),
-            i if i == edges.len() => format!("     >= {:.2}", edges[i - 1]),
-            i => format!("{:.2} - {:.2}", edges[i - 1], edges[i]),
-        };
-        let bar = "#".repeat((n * 40).div_ceil(most));
-        let _ = writeln!(out, "  {label}  {n:>8}  {bar}");
-    }
-}
-
-/// The text report: the plan's outcome, matrices (or histograms for many hosts), the per-host
-/// summary, fabric-wide findings, suspects and the verdict.
-pub fn fabric_text(r: &FabricReport, style: Style) -> String {
-    let s = &r.settings;
-    let mut out = String::new();
-    let scheduled: Vec<&PairResult> = r.pairs.iter().filter(|p| !p.retested).collect();
-    let _ = writeln!(
-        out,
-        "fabric: {} hosts, {} pairs in {} rounds ({}), {:.1} s",
-        r.hosts.len(),
-        scheduled.len(),
-        r.rounds,
-        s.pattern,
-        r.duration_s
-    );
-    let spread =
-        |v: Option<f64>| v.map_or(String::new(), |v| format!(", noise {:.1} %", 100.0 * v));
-    let _ = writeln!(
-        out,
-        "judged against: the median of the hosts' medians (bandwidth {} Gb/s{}, latency {} us{}); \
-         slow below {} x, high above {} x, and beyond the noise; error counters {}",
-        fmt_opt(r.median_bw_gbps, 3),
-        spread(r.bw_spread),
-        fmt_opt(r.median_lat_us, 1),
-        spread(r.lat_spread),
-        s.min_bw_ratio,
-        s.max_lat_ratio,
-        match (s.counter_check, s.max_error_delta) {
-            (false, _) => "not judged (--no-counter-check)".to_string(),
-            (true, Some(n)) => format!("above +{n} (--max-error-delta)"),
-            (true, None) => "above the run's own fence".to_string(),
-        }
-    );
-    if (s.tclass, s.sl) != (0, 0) {
-        let _ = writeln!(
-            out,
-            "settings: {}",
-            super::qos_text(Some(s.tclass), Some(s.sl))
-        );
-    }
-    let tested = |t: &str| s.tests.iter().any(|x| x == t);
-    let matrices = r.hosts.len() <= MATRIX_MAX_HOSTS;
-    if tested("bw") {
-        if matrices {
-            let _ = writeln!(
-                out,
-                "\nbandwidth, Gb/s (row host sending to column host; {} B x {}; * flagged)",
-                s.bw_size, s.bw_iterations,
-            );
-            out.push_str(&matrix(
-                r,
-                style,
-                "from \\ to",
-                |p, fwd| if fwd { p.bw_gbps } else { p.bw_gbps_reverse },
-                3,
-            ));
-        } else if let Some(reference) = r.median_bw_gbps {
-            let ratios: Vec<f64> = scheduled
-                .iter()
-                .flat_map(|p| [p.bw_gbps, p.bw_gbps_reverse])
-                .flatten()
-                .map(|v| v / reference)
-                .collect();
-            histogram(
-                &mut out,
-                &format!(
-                    "bandwidth of {} directions over the reference ({} B x {}; matrices in --json, --csv)",
-                    ratios.len(),
-                    s.bw_size,
-                    s.bw_iterations
-                ),
-                &ratios,
-                &[0.5, 0.7, 0.8, 0.9, 0.95, 1.05, 1.1, 1.3],
-            );
-        }
-    }
-    if tested("lat") {
-        if matrices {
-            let _ = writeln!(
-                out,
-                "\nlatency, us (median half round trip; {} B x {}; * flagged)",
-                s.lat_size, s.lat_iterations,
-            );
-            out.push_str(&matrix(r, style, "host", |p, _| p.lat_us, 1));
-        } else if let Some(reference) = r.median_lat_us {
-            let ratios: Vec<f64> = scheduled
-                .iter()
-                .filter_map(|p| p.lat_us)
-                .map(|v| v / reference)
-                .collect();
-            histogram(
-                &mut out,
-                &format!("latency of {} pairs over the reference", ratios.len()),
-                &ratios,
-                &[0.8, 0.95, 1.05, 1.2, 1.5, 2.0, 5.0],
-            );
-        }
-    }
-    let mut t = style.table(&[
-        "host",
-        "pairs",
-        "flagged",
-        "median Gb/s",
-        "x ref",
-        "median us",
-        "x ref",
-    ]);
-    for h in r.host_summary.iter().take(TEXT_MAX_ROWS) {
-        t.add_row(vec![
-            h.host.clone(),
-            h.pairs.to_string(),
-            h.flagged.to_string(),
-            fmt_opt(h.median_bw_gbps, 3),
-            fmt_opt(h.bw_ratio, 2),
-            fmt_opt(h.median_lat_us, 1),
-            fmt_opt(h.lat_ratio, 2),
-        ]);
-    }
-    out.push_str("\nper host (lowest bandwidth first)\n");
-    out.push_str(&finish(&t));
-    if r.host_summary.len() > TEXT_MAX_ROWS {
-        let _ = writeln!(
-            out,
-            "  ... and {} more hosts (all in --json, --csv)",
-            r.host_summary.len() - TEXT_MAX_ROWS
-        );
-    }
-    let flagged: Vec<&PairResult> = r.pairs.iter().filter(|p| p.flagged).collect();
-    if !flagged.is_empty() {
-        out.push_str("\nflagged pairs\n");
-        for p in flagged.iter().take(TEXT_MAX_ROWS) {
-            let _ = writeln!(
-                out,
-                "  {} - {}{} (round {}): {}",
-                p.a,
-                p.b,
-                if p.retested { " [retest]" } else { "" },
-                p.round,
-                p.reason.as_deref().unwrap_or("flagged")
-            );
-        }
-        if flagged.len() > TEXT_MAX_ROWS {
-            let _ = writeln!(
-                out,
-                "  ... and {} more (all in --json, --csv)",
-                flagged.len() - TEXT_MAX_ROWS
-            );
-        }
-    }
-    if !r.findings.is_empty() {
-        out.push_str("\nfabric-wide\n");
-        for f in &r.findings {
-            let _ = writeln!(
-                out,
-                "  [{}] {}{}",
-                f.rule,
-                f.text,
-                if f.fails { "" } else { " (information)" }
-            );
-        }
-    }
-    for l in &r.limits {
-        let _ = writeln!(out, "\nlimit: {l}");
-    }
-    if !r.suspect_notes.is_empty() {
-        out.push_str("\nsuspects (each retested once against hosts that passed)\n");
-        for n in &r.suspect_notes {
-            let _ = writeln!(
-                out,
-                "  {} {} [{}]: {}{}; {}",
-                n.kind,
-                n.name,
-                n.rule,
-                n.reason,
-                match &n.retest {
-                    Some(t) => format!("; retest: {t}"),
-                    None => "; not retested".into(),
-                },
-                if n.confirmed { "suspect" } else { "cleared" }
-            );
-        }
-    }
-    for m in &r.missing_reasons {
-        let _ = writeln!(out, "\nmissing: {m}");
-    }
-    let failing: Vec<&Finding> = r.findings.iter().filter(|f| f.fails).collect();
-    let failed_pairs = scheduled.iter().filter(|p| p.error.is_some()).count();
-    let mut parts = Vec::new();
-    if !r.suspects.hosts.is_empty() {
-        parts.push(format!("suspect host(s) {}", r.suspects.hosts.join(", ")));
-    }
-    if !r.suspects.links.is_empty() {
-        let links: Vec<String> = r
-            .suspects
-            .links
-            .iter()
-            .map(|[a, b]| format!("{a} - {b}"))
-            .collect();
-        parts.push(format!("suspect link(s) {}", links.join(", ")));
-    }
-    for g in &r.suspects.groups {
-        parts.push(format!(
-            "suspect group of {} hosts {} (a shared switch or uplink)",
-            g.len(),
-            g.join(", ")
-        ));
-    }
-    for f in &failing {
-        parts.push(format!("fabric-wide: {} on {} pairs", f.rule, f.pairs));
-    }
-    if failed_pairs > 0 && r.suspects.is_empty() && failing.is_empty() {
-        parts.push(format!("{failed_pairs} pair(s) failed"));
-    }
-    if !r.missing.is_empty() {
-        parts.push(format!("missing {}", r.missing.join(", ")));
-    }
-    let verdict = if parts.is_empty() {
-        if r.pairs.iter().any(|p| p.flagged && !p.retested) || !r.suspect_notes.is_empty() {
-            "verdict: no suspects (flagged pairs did not make a suspect, or cleared on retest)"
-                .to_string()
-        } else {
-            "verdict: no suspects".to_string()
-        }
-    } else {
-        format!("verdict: {}", parts.join("; "))
-    };
-    let _ = writeln!(out, "\n{verdict}");
-    out
-}
+mod text;
+pub use text::{MATRIX_MAX_HOSTS, TEXT_MAX_ROWS, fabric_text};
 
 mod export;
 pub use export::{fabric_csv, fabric_prometheus};

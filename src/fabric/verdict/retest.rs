@@ -1,160 +1,398 @@
-//! The retests of the suspects, the final word on each, and the per-host summary.
+//! The retests of the suspects, round by round within the budget, the final word on each, and
+//! the per-host summary.
 
 use super::*;
 
-/// The retests: each suspect host against a host that passed (neither a suspect nor a suspect
-/// link's end; several suspects get different ones where there are enough), each suspect link
-/// run again, a group's first member against a host outside it. Returns the pair of ranks per
-/// suspect (None: no host passed to test against).
+/// Where a suspect's retests stand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    /// Not decided yet: retested again next round (within the budget).
+    Pending,
+    /// A retest reproduced the fault (or none could run for a fault that stood out).
+    Confirmed,
+    /// Its retests passed.
+    Cleared,
+    /// The budget ran out before its figures could decide.
+    Undecided,
+}
+
+/// A suspect and its retests.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Trial {
+    pub suspect: Suspect,
+    /// Its retest pairs, in the order they ran (flagged already).
+    pub retests: Vec<PairResult>,
+    pub state: State,
+}
+
+/// Who retests whom: each suspect host against a host that passed (neither a suspect nor a
+/// suspect link's end; the next one each time, so several suspects and rounds get different
+/// ones where there are enough), each suspect link run again, a group's first member against a
+/// host outside it.
+struct Partners {
+    passed: Vec<u32>,
+    next: usize,
+}
+
+impl Partners {
+    fn new<'a>(
+        suspects: impl Iterator<Item = &'a Suspect>,
+        ranks: &[(u32, String)],
+        missing: &BTreeSet<String>,
+    ) -> Partners {
+        let mut involved: BTreeSet<u32> = BTreeSet::new();
+        let mut suspect_hosts: BTreeSet<u32> = BTreeSet::new();
+        for s in suspects {
+            involved.extend(s.target.ranks());
+            if !matches!(s.target, Target::Link { .. }) {
+                suspect_hosts.extend(s.target.ranks());
+            }
+        }
+        let usable = |skip: &BTreeSet<u32>| -> Vec<u32> {
+            ranks
+                .iter()
+                .filter(|(r, h)| !skip.contains(r) && !missing.contains(h))
+                .map(|(r, _)| *r)
+                .collect()
+        };
+        let mut passed = usable(&involved);
+        if passed.is_empty() {
+            passed = usable(&suspect_hosts);
+        }
+        Partners { passed, next: 0 }
+    }
+
+    fn pick(&mut self, target: &Target) -> Option<Pair> {
+        let rank = match target {
+            Target::Link { a, b } => return Some((a.0.min(b.0), a.0.max(b.0))),
+            Target::Host { rank, .. } => *rank,
+            Target::Group { members } => members[0].0,
+        };
+        let candidates: Vec<u32> = self.passed.iter().copied().filter(|p| *p != rank).collect();
+        if candidates.is_empty() {
+            return None;
+        }
+        let partner = candidates[self.next % candidates.len()];
+        self.next += 1;
+        Some((partner.min(rank), partner.max(rank)))
+    }
+}
+
+/// The first round's retest pair of each suspect (None: no host passed to test against).
 pub fn retest_pairs(
     suspects: &[Suspect],
     ranks: &[(u32, String)],
     missing: &BTreeSet<String>,
 ) -> Vec<Option<Pair>> {
-    let mut involved: BTreeSet<u32> = BTreeSet::new();
-    let mut suspect_hosts: BTreeSet<u32> = BTreeSet::new();
-    for s in suspects {
-        involved.extend(s.ranks());
-        if !matches!(s, Suspect::Link { .. }) {
-            suspect_hosts.extend(s.ranks());
-        }
-    }
-    let usable = |skip: &BTreeSet<u32>| -> Vec<u32> {
-        ranks
-            .iter()
-            .filter(|(r, h)| !skip.contains(r) && !missing.contains(h))
-            .map(|(r, _)| *r)
-            .collect()
-    };
-    let mut passed = usable(&involved);
-    if passed.is_empty() {
-        passed = usable(&suspect_hosts);
-    }
-    let mut next = 0usize;
-    suspects
-        .iter()
-        .map(|s| match s {
-            Suspect::Host { rank, .. } => pick(&passed, &mut next, *rank),
-            Suspect::Group { members, .. } => pick(&passed, &mut next, members[0].0),
-            Suspect::Link { a, b, .. } => Some((a.0.min(b.0), a.0.max(b.0))),
-        })
-        .collect()
+    let mut partners = Partners::new(suspects.iter(), ranks, missing);
+    suspects.iter().map(|s| partners.pick(&s.target)).collect()
 }
 
-pub(super) fn pick(passed: &[u32], next: &mut usize, rank: u32) -> Option<Pair> {
-    if passed.is_empty() {
-        return None;
-    }
-    let partner = passed[*next % passed.len()];
-    *next += 1;
-    Some((partner.min(rank), partner.max(rank)))
-}
-
-/// Whether a retest pair shows the suspect's rule again (with the retest's noise gate).
-pub(super) fn confirms(s: &Suspect, p: &PairResult, r: &Reference, t: &Thresholds) -> bool {
-    if p.error.is_some() {
-        return true;
-    }
-    let reasons = pair_reasons(p, r, t);
-    let by = |rule: Rule| reasons.iter().any(|(x, _)| *x == rule);
-    let reference = r.bw_gbps.unwrap_or(0.0);
-    let low = |v: Vec<f64>| {
-        let m = v.len();
-        // Below the ratio, with no noise gate: the suspect stood out beyond the noise already,
-        // and one pair's retest is too few figures to clear it by noise alone; a suspect whose
-        // slowness was passing (a busy host, a rerouted link) retests at full rate.
-        m > 0
-            && reference > 0.0
-            && (v.iter().map(|x| x.ln()).sum::<f64>() / m as f64).exp() / reference < t.min_bw_ratio
-    };
-    // The direction from the suspect host (its sends) and towards it.
-    let host = match s {
-        Suspect::Host { rank, .. } => Some(*rank),
-        Suspect::Group { members, .. } => Some(members[0].0),
-        Suspect::Link { .. } => None,
-    };
-    let (sends, recvs) = match host {
-        Some(h) if h == p.a_rank => (p.bw_gbps, p.bw_gbps_reverse),
-        Some(_) => (p.bw_gbps_reverse, p.bw_gbps),
-        None => (p.bw_gbps, p.bw_gbps_reverse),
-    };
-    match s.rule() {
-        Rule::Failure => false,
-        Rule::Counters => by(Rule::Counters),
-        Rule::ExpectBw => by(Rule::ExpectBw),
-        Rule::ExpectLat => by(Rule::ExpectLat),
-        Rule::BwHost | Rule::BwGroup => low(bw_figures(p)),
-        Rule::BwSend => low(sends.into_iter().collect()),
-        Rule::BwRecv => low(recvs.into_iter().collect()),
-        Rule::BwLink => {
-            low(bw_figures(p))
-                || low(sends.into_iter().collect())
-                || low(recvs.into_iter().collect())
-        }
-        Rule::LatHost | Rule::LatLink => p
-            .lat_us
-            .is_some_and(|v| r.lat_us.is_some_and(|l| v / l > t.max_lat_ratio)),
-    }
-}
-
-/// The final word: a suspect stays one when its retest shows its rule again (or could not
-/// run); `retests[i]` is suspect i's retest, flagged already.
-pub fn conclude(
-    suspects: &[Suspect],
-    retests: &[Option<&PairResult>],
+/// Retest the suspects, round by round, until each is decided or `t.retest_rounds` rounds
+/// have run. Returns the trials, the retests' results (flagged, marked retested) and what they
+/// cost.
+pub(super) fn run<E>(
+    suspects: Vec<Suspect>,
+    mut held: Vec<Suspect>,
+    ranks: &[(u32, String)],
+    missing: &BTreeSet<String>,
     r: &Reference,
     t: &Thresholds,
-) -> (Suspects, Vec<SuspectNote>) {
+    mut run_retests: impl FnMut(Vec<Pair>) -> Result<Vec<PairResult>, E>,
+) -> Result<(Vec<Trial>, Vec<PairResult>, RetestSummary), E> {
+    let mut partners = Partners::new(suspects.iter(), ranks, missing);
+    let mut trials: Vec<Trial> = suspects
+        .into_iter()
+        .map(|suspect| Trial {
+            suspect,
+            retests: Vec::new(),
+            state: State::Pending,
+        })
+        .collect();
+    let mut summary = RetestSummary {
+        budget_rounds: t.retest_rounds,
+        ..RetestSummary::default()
+    };
+    let mut all = Vec::new();
+    for _ in 0..t.retest_rounds {
+        let plan: Vec<(usize, Pair)> = trials
+            .iter()
+            .enumerate()
+            .filter(|(_, x)| x.state == State::Pending)
+            .filter_map(|(i, x)| partners.pick(&x.suspect.target).map(|p| (i, p)))
+            .collect();
+        if plan.is_empty() {
+            break;
+        }
+        let unique: Vec<Pair> = plan
+            .iter()
+            .map(|x| x.1)
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let mut results = run_retests(unique)?;
+        summary.rounds += 1;
+        summary.pairs += results.len() as u32;
+        for p in &mut results {
+            p.retested = true;
+        }
+        flag(&mut results, r, t);
+        for (i, (a, b)) in plan {
+            if let Some(p) = results
+                .iter()
+                .find(|p| p.a_rank.min(p.b_rank) == a && p.a_rank.max(p.b_rank) == b)
+            {
+                trials[i].retests.push(p.clone());
+            }
+            trials[i].state = trials[i].decide(r, t);
+        }
+        all.extend(results);
+        // A host or group cleared: the links it held are judged now.
+        let standing: BTreeSet<u32> = trials
+            .iter()
+            .filter(|x| {
+                x.state != State::Cleared && !matches!(x.suspect.target, Target::Link { .. })
+            })
+            .flat_map(|x| x.suspect.target.ranks())
+            .collect();
+        let (free, still): (Vec<Suspect>, Vec<Suspect>) = held
+            .into_iter()
+            .partition(|s| s.target.ranks().iter().all(|r| !standing.contains(r)));
+        held = still;
+        trials.extend(free.into_iter().map(|suspect| Trial {
+            suspect,
+            retests: Vec::new(),
+            state: State::Pending,
+        }));
+    }
+    for x in &mut trials {
+        if x.state == State::Pending {
+            x.state = x.unretested();
+        }
+    }
+    summary.undecided = trials
+        .iter()
+        .filter(|x| x.state == State::Undecided)
+        .count() as u32;
+    Ok((trials, all, summary))
+}
+
+/// A suspect's bandwidth figures in a retest pair, in `direction` (None: both ways).
+fn figures(target: &Target, direction: Option<Direction>, p: &PairResult) -> Vec<f64> {
+    let first = match target {
+        Target::Host { rank, .. } => *rank,
+        Target::Group { members } => members[0].0,
+        Target::Link { a, .. } => a.0,
+    };
+    let (out, back) = if first == p.a_rank {
+        (p.bw_gbps, p.bw_gbps_reverse)
+    } else {
+        (p.bw_gbps_reverse, p.bw_gbps)
+    };
+    match direction {
+        Some(Direction::Send) => vec![out],
+        Some(Direction::Receive) => vec![back],
+        _ => vec![out, back],
+    }
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+fn geometric_mean(v: &[f64]) -> f64 {
+    (v.iter().map(|x| x.ln()).sum::<f64>() / v.len().max(1) as f64).exp()
+}
+
+impl Trial {
+    /// Where one charge stands after the retests so far.
+    pub fn charge_state(&self, c: &Charge, r: &Reference, t: &Thresholds) -> State {
+        let Some(last) = self.retests.last() else {
+            return State::Pending;
+        };
+        if last.error.is_some() {
+            return if c.rule == Rule::Failure || c.gate == Gate::Noise {
+                State::Confirmed
+            } else {
+                State::Pending
+            };
+        }
+        let by = |rule: Rule| pair_reasons(last, r, t).iter().any(|(x, _)| *x == rule);
+        let stands = |yes: bool| {
+            if yes {
+                State::Confirmed
+            } else {
+                State::Cleared
+            }
+        };
+        match c.rule {
+            Rule::Failure => State::Cleared,
+            Rule::Counters | Rule::ExpectBw | Rule::ExpectLat => stands(by(c.rule)),
+            Rule::LatHost | Rule::LatLink => stands(
+                last.lat_us
+                    .is_some_and(|v| r.lat_us.is_some_and(|l| v / l > t.max_lat_ratio)),
+            ),
+            Rule::BwHost | Rule::BwSend | Rule::BwRecv | Rule::BwGroup | Rule::BwLink => {
+                let Some(reference) = r.bw_gbps.filter(|x| *x > 0.0) else {
+                    return State::Confirmed;
+                };
+                let ratios: Vec<f64> = self
+                    .retests
+                    .iter()
+                    .flat_map(|p| figures(&self.suspect.target, c.direction, p))
+                    .filter(|v| *v > 0.0)
+                    .map(|v| v / reference)
+                    .collect();
+                if ratios.is_empty() {
+                    return State::Pending;
+                }
+                // Retests at the ratio clear it (noise, or a passing slowdown). It stands when
+                // it was at half the reference or below twice, or when every retest is below
+                // the ratio and the retests alone (fresh figures, not the one picked for being
+                // low) stand out beyond the noise, over two retests at least (one outlier of
+                // a heavy-tailed noise is not a fault). Else more figures are needed.
+                if geometric_mean(&ratios) >= t.min_bw_ratio {
+                    return State::Cleared;
+                }
+                let gross = GROSS_BW_RATIO.min(t.min_bw_ratio);
+                let seen_gross = c.ratios.iter().any(|x| *x <= gross) as usize
+                    + ratios.iter().filter(|x| **x <= gross).count();
+                if seen_gross >= 2
+                    || (self.retests.len() >= MIN_RETESTS_TO_CONFIRM
+                        && ratios.iter().all(|x| *x < t.min_bw_ratio)
+                        && r.bw_low_mean(geometric_mean(&ratios), ratios.len(), c.sigmas, t))
+                {
+                    State::Confirmed
+                } else {
+                    State::Pending
+                }
+            }
+        }
+    }
+
+    /// Confirmed when a charge is, cleared when every charge is, else pending.
+    pub(super) fn decide(&self, r: &Reference, t: &Thresholds) -> State {
+        let states: Vec<State> = self
+            .suspect
+            .charges
+            .iter()
+            .map(|c| self.charge_state(c, r, t))
+            .collect();
+        if states.contains(&State::Confirmed) {
+            State::Confirmed
+        } else if states.iter().all(|s| *s == State::Cleared) {
+            State::Cleared
+        } else {
+            State::Pending
+        }
+    }
+
+    /// Still pending when the retests end: never retested, a charge that stood out (or was
+    /// gross) stands; retested within the budget and still undecided, it is said so.
+    fn unretested(&self) -> State {
+        if self.retests.is_empty()
+            && self
+                .suspect
+                .charges
+                .iter()
+                .any(|c| c.gate != Gate::Undecided)
+        {
+            State::Confirmed
+        } else {
+            State::Undecided
+        }
+    }
+}
+
+/// The final word on each suspect: one entry per host, link or group in `Suspects`, one note
+/// each with every rule that charged it and what its retests said.
+pub fn conclude(trials: &[Trial], r: &Reference, t: &Thresholds) -> (Suspects, Vec<SuspectNote>) {
     let mut out = Suspects::default();
     let mut notes = Vec::new();
-    for (i, s) in suspects.iter().enumerate() {
-        let retest = retests.get(i).copied().flatten();
-        let confirmed = retest.is_none_or(|p| confirms(s, p, r, t));
-        let said = retest.map(|p| {
-            let with = format!("{} - {}", p.a, p.b);
-            let figures = format!(
-                "{} / {} Gb/s, {} us",
-                p.bw_gbps.map_or("-".into(), |v| format!("{v:.3}")),
-                p.bw_gbps_reverse.map_or("-".into(), |v| format!("{v:.3}")),
-                p.lat_us.map_or("-".into(), |v| format!("{v:.1}"))
-            );
-            match (&p.error, confirmed) {
-                (Some(e), _) => format!("{with} failed again ({e})"),
-                (None, true) => format!("{with} slow again ({figures})"),
-                (None, false) => format!("{with} passed ({figures})"),
-            }
+    for x in trials {
+        let s = &x.suspect;
+        let confirmed = x.state == State::Confirmed;
+        let states: Vec<State> = s.charges.iter().map(|c| x.charge_state(c, r, t)).collect();
+        let said = (!x.retests.is_empty()).then(|| {
+            let runs: Vec<String> = x
+                .retests
+                .iter()
+                .map(|p| match &p.error {
+                    Some(e) => format!("{} - {} failed ({e})", p.a, p.b),
+                    None => format!(
+                        "{} - {} {} / {} Gb/s, {} us",
+                        p.a,
+                        p.b,
+                        p.bw_gbps.map_or("-".into(), |v| format!("{v:.3}")),
+                        p.bw_gbps_reverse.map_or("-".into(), |v| format!("{v:.3}")),
+                        p.lat_us.map_or("-".into(), |v| format!("{v:.1}"))
+                    ),
+                })
+                .collect();
+            let each: Vec<String> = s
+                .charges
+                .iter()
+                .zip(&states)
+                .map(|(c, st)| {
+                    let word = match (st, x.state) {
+                        (State::Confirmed, _) => "slow again",
+                        (State::Cleared, _) => "passed",
+                        (_, State::Undecided) => "undecided when the budget ran out",
+                        _ => "not decided",
+                    };
+                    let word = if c.rule == Rule::Failure && *st == State::Confirmed {
+                        "failed again"
+                    } else {
+                        word
+                    };
+                    format!("{} {word}", c.rule)
+                })
+                .collect();
+            format!("{}: {}", runs.join("; "), each.join(", "))
         });
-        let (kind, name, reason) = match s {
-            Suspect::Host { host, reason, .. } => {
+        let name = match &s.target {
+            Target::Host { host, .. } => {
                 if confirmed {
                     out.hosts.push(host.clone());
                 }
-                ("host", host.clone(), reason.clone())
+                host.clone()
             }
-            Suspect::Link { a, b, reason, .. } => {
+            Target::Link { a, b } => {
                 if confirmed {
                     out.links.push([a.1.clone(), b.1.clone()]);
                 }
-                ("link", format!("{} - {}", a.1, b.1), reason.clone())
+                format!("{} - {}", a.1, b.1)
             }
-            Suspect::Group {
-                members, reason, ..
-            } => {
+            Target::Group { members } => {
                 let names: Vec<String> = members.iter().map(|m| m.1.clone()).collect();
                 let name = shorten(&names.iter().map(String::as_str).collect::<Vec<_>>(), 16);
                 if confirmed {
                     out.groups.push(names);
                 }
-                ("group", name, reason.clone())
+                name
             }
         };
+        let rule = s
+            .charges
+            .iter()
+            .zip(&states)
+            .find(|(_, st)| confirmed && **st == State::Confirmed)
+            .map_or(s.rule(), |(c, _)| c.rule);
         notes.push(SuspectNote {
-            kind: kind.into(),
+            kind: s.target.kind().into(),
             name,
-            rule: s.rule().name().into(),
-            reason,
+            rule,
+            rules: s.rules(),
+            direction: s.direction(),
+            reason: s
+                .charges
+                .iter()
+                .map(|c| format!("{}: {}", c.rule, c.reason))
+                .collect::<Vec<_>>()
+                .join("; "),
             retest: said,
+            retests: x.retests.len() as u32,
             confirmed,
+            undecided: x.state == State::Undecided,
         });
     }
     (out, notes)

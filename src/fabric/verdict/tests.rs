@@ -3,11 +3,11 @@
 
 use super::*;
 
-fn name(r: u32) -> String {
+pub(super) fn name(r: u32) -> String {
     format!("h{r}")
 }
 
-fn pair(a: u32, b: u32, bw: f64, lat: f64) -> PairResult {
+pub(super) fn pair(a: u32, b: u32, bw: f64, lat: f64) -> PairResult {
     PairResult {
         a: name(a),
         b: name(b),
@@ -26,7 +26,7 @@ fn pair(a: u32, b: u32, bw: f64, lat: f64) -> PairResult {
 }
 
 /// A deterministic +-2 % wobble, so the noise estimate is not zero.
-fn wobble(a: u32, b: u32, k: u32) -> f64 {
+pub(super) fn wobble(a: u32, b: u32, k: u32) -> f64 {
     1.0 + 0.02 * (((a * 7 + b * 13 + k * 5) % 5) as f64 - 2.0) / 2.0
 }
 
@@ -56,25 +56,41 @@ fn judge_with(pairs: &mut [PairResult], t: &Thresholds) -> (Reference, Judgement
     (r, j)
 }
 
-fn judge(pairs: &mut [PairResult]) -> (Reference, Judgement) {
+pub(super) fn judge(pairs: &mut [PairResult]) -> (Reference, Judgement) {
     judge_with(pairs, &Thresholds::default())
 }
 
-fn hosts(j: &Judgement) -> Vec<(String, &'static str)> {
+pub(super) fn hosts(j: &Judgement) -> Vec<(String, &'static str)> {
     j.suspects
         .iter()
-        .filter_map(|s| match s {
-            Suspect::Host { host, rule, .. } => Some((host.clone(), rule.name())),
+        .filter_map(|s| match &s.target {
+            Target::Host { host, .. } => Some((host.clone(), s.rule().name())),
             _ => None,
         })
         .collect()
 }
 
-fn links(j: &Judgement) -> Vec<(String, String)> {
+/// The trials of `suspects` with one retest each (`retests[i]` for suspect i).
+fn tried(suspects: &[Suspect], retests: &[PairResult], r: &Reference) -> Vec<Trial> {
+    let t = Thresholds::default();
+    let mut out = Vec::new();
+    for (s, p) in suspects.iter().zip(retests) {
+        let mut x = Trial {
+            suspect: s.clone(),
+            retests: vec![p.clone()],
+            state: retest::State::Pending,
+        };
+        x.state = x.decide(r, &t);
+        out.push(x);
+    }
+    out
+}
+
+pub(super) fn links(j: &Judgement) -> Vec<(String, String)> {
     j.suspects
         .iter()
-        .filter_map(|s| match s {
-            Suspect::Link { a, b, .. } => Some((a.1.clone(), b.1.clone())),
+        .filter_map(|s| match &s.target {
+            Target::Link { a, b } => Some((a.1.clone(), b.1.clone())),
             _ => None,
         })
         .collect()
@@ -88,10 +104,8 @@ fn a_healthy_fabric_flags_nothing() {
     assert!(p.iter().all(|p| !p.flagged && p.reason.is_none()));
     let bw = r.bw_gbps.unwrap();
     assert!((bw - 10.0).abs() < 0.3, "{r:?}");
-    assert!(
-        r.bw_spread.unwrap() > 0.0 && r.bw_spread.unwrap() < 0.03,
-        "{r:?}"
-    );
+    // +-2 % of wobble: the noise is the floor.
+    assert_eq!(r.bw_spread, Some(MIN_BW_SPREAD), "{r:?}");
 }
 
 #[test]
@@ -107,10 +121,7 @@ fn four_hosts_one_host_at_half_is_the_only_suspect_and_the_reference_holds() {
         r.bw_gbps.unwrap() > 9.0,
         "one slow host of 4 does not move it: {r:?}"
     );
-    let reason = match &j.suspects[0] {
-        Suspect::Host { reason, .. } => reason.clone(),
-        _ => unreachable!(),
-    };
+    let reason = j.suspects[0].charges[0].reason.clone();
     assert!(
         reason.contains("0.5") && reason.contains("below 0.9 x"),
         "{reason}"
@@ -129,11 +140,11 @@ fn four_hosts_one_host_at_half_is_the_only_suspect_and_the_reference_holds() {
         q
     };
     let t = Thresholds::default();
-    let (s, notes) = conclude(&j.suspects, &[Some(&retest(5.0))], &r, &t);
+    let (s, notes) = conclude(&tried(&j.suspects, &[retest(5.0)], &r), &r, &t);
     assert_eq!(s.hosts, ["h2"]);
-    assert!(notes[0].confirmed && notes[0].rule == "bw-host");
+    assert!(notes[0].confirmed && notes[0].rule == Rule::BwHost);
     assert!(notes[0].retest.as_deref().unwrap().contains("slow again"));
-    let (s, notes) = conclude(&j.suspects, &[Some(&retest(10.0))], &r, &t);
+    let (s, notes) = conclude(&tried(&j.suspects, &[retest(10.0)], &r), &r, &t);
     assert!(s.is_empty() && !notes[0].confirmed, "{notes:?}");
 }
 
@@ -170,10 +181,9 @@ fn a_group_fast_inside_slow_outside_is_one_finding() {
     let mut p = fabric(12, |a, b| if inside(a) != inside(b) { 0.5 } else { 1.0 });
     let (_, j) = judge(&mut p);
     assert_eq!(j.suspects.len(), 1, "{j:?}");
-    match &j.suspects[0] {
-        Suspect::Group {
-            members, reason, ..
-        } => {
+    let reason = &j.suspects[0].charges[0].reason;
+    match &j.suspects[0].target {
+        Target::Group { members } => {
             let names: Vec<&str> = members.iter().map(|m| m.1.as_str()).collect();
             assert_eq!(names, ["h0", "h1", "h2", "h3"]);
             assert!(reason.contains("fast among themselves"), "{reason}");
@@ -189,7 +199,14 @@ fn noise_hides_what_it_can_explain() {
     let mut p = fabric(6, swing);
     let (r, j) = judge(&mut p);
     assert!(r.bw_spread.unwrap() > 0.1, "{r:?}");
-    assert!(j.suspects.is_empty(), "{j:?}");
+    // Nothing stands out on one figure: at most a pair the retests are to decide.
+    assert!(
+        j.suspects
+            .iter()
+            .flat_map(|s| &s.charges)
+            .all(|c| c.gate == Gate::Undecided),
+        "{j:?}"
+    );
     // ...while half the rate still stands out.
     let mut p = fabric(6, |a, b| {
         swing(a, b) * if a == 1 || b == 1 { 0.4 } else { 1.0 }
@@ -248,7 +265,9 @@ fn counters_rising_everywhere_are_information_and_an_outlier_is_flagged() {
     let (_, j) = judge_with(&mut p, &t);
     assert!(j.suspects.is_empty(), "{j:?}");
     assert!(
-        j.findings.iter().any(|f| f.fails && f.rule == "counters"),
+        j.findings
+            .iter()
+            .any(|f| f.fails && f.rule == Rule::Counters),
         "{j:?}"
     );
     // --no-counter-check: reported, not judged.

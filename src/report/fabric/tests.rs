@@ -63,6 +63,7 @@ pub(crate) fn sample() -> FabricReport {
             links: vec![],
             groups: vec![],
         },
+        retests: RetestSummary::default(),
         suspect_notes: vec![],
         host_summary: vec![],
         missing: vec![],

@@ -1,0 +1,243 @@
+//! The verdict with its retests: one-way links, the gross floor, retest rounds, one suspect
+//! per link, held links, the exit code.
+
+use super::tests::{hosts, judge as classified, links, name, pair, wobble};
+use super::*;
+
+/// The whole verdict on `p`, retests answered by `retest(round, a, b)` (round 1, 2, ...).
+fn judged_with_retests(
+    p: &mut Vec<PairResult>,
+    t: &Thresholds,
+    retest: impl Fn(u32, u32, u32) -> PairResult,
+) -> Verdict {
+    let n = p.iter().map(|q| q.b_rank + 1).max().unwrap_or(0);
+    let ranks: Vec<(u32, String)> = (0..n).map(|r| (r, name(r))).collect();
+    let mut round = 0;
+    judge(p, &ranks, &BTreeSet::new(), t, |pairs| {
+        round += 1;
+        Ok::<_, ()>(pairs.iter().map(|(a, b)| retest(round, *a, *b)).collect())
+    })
+    .unwrap()
+}
+
+/// A pair of the healthy 4-host fabric, `slow(a, b)` scaling the direction a to b.
+fn directed(a: u32, b: u32, slow: impl Fn(u32, u32) -> f64) -> PairResult {
+    let mut q = pair(a, b, 10.0 * slow(a, b) * wobble(a, b, 0), 5.0);
+    q.bw_gbps_reverse = Some(10.0 * slow(b, a) * wobble(a, b, 1));
+    q
+}
+
+#[test]
+fn a_link_slow_one_way_is_one_suspect_link_whatever_its_reverse_does() {
+    // fab1 -> fab3 at 0.1 x, fab3 -> fab1 fast (even faster than the rest).
+    let slow = |a: u32, b: u32| match (a, b) {
+        (1, 3) => 0.1,
+        (3, 1) => 1.3,
+        _ => 1.0,
+    };
+    let mut p: Vec<PairResult> = (0..4)
+        .flat_map(|a| (a + 1..4).map(move |b| (a, b)))
+        .map(|(a, b)| directed(a, b, slow))
+        .collect();
+    let v = judged_with_retests(&mut p, &Thresholds::default(), |_, a, b| {
+        let mut q = directed(a, b, slow);
+        q.retested = true;
+        q
+    });
+    assert_eq!(
+        v.suspects.links,
+        [["h1".to_string(), "h3".to_string()]],
+        "{v:?}"
+    );
+    assert!(v.suspects.hosts.is_empty(), "{v:?}");
+    let note = &v.notes[0];
+    assert_eq!(
+        note.direction,
+        Some(Direction::Send),
+        "h1 to h3 only: {note:?}"
+    );
+    assert!(note.confirmed && note.rule == Rule::BwLink, "{note:?}");
+    assert!(note.reason.contains("h1 to h3"), "{note:?}");
+    // A gross fault seen twice needs one retest.
+    assert_eq!((v.retests.rounds, v.retests.pairs), (1, 1), "{v:?}");
+}
+
+#[test]
+fn a_gross_fault_within_a_wide_noise_is_named_when_seen_twice_and_cleared_when_it_passes() {
+    // A run whose noise is 30 %: one figure at 0.45 x is within it, yet gross.
+    let r = Reference {
+        bw_gbps: Some(10.0),
+        bw_spread: Some(0.3),
+        hosts: 4,
+        ..Reference::default()
+    };
+    let t = Thresholds::default();
+    assert_eq!(bandwidth::gate_of(0.45, 1, 4.0, &r, &t), Some(Gate::Gross));
+    assert_eq!(bandwidth::gate_of(0.2, 1, 4.0, &r, &t), Some(Gate::Noise));
+    assert_eq!(bandwidth::gate_of(0.95, 1, 4.0, &r, &t), None);
+    let trial = |retests: &[f64]| {
+        let mut x = Trial {
+            suspect: Suspect {
+                target: Target::Link {
+                    a: (0, name(0)),
+                    b: (1, name(1)),
+                },
+                charges: vec![Charge {
+                    rule: Rule::BwLink,
+                    reason: String::new(),
+                    gate: Gate::Gross,
+                    direction: Some(Direction::Send),
+                    ratios: vec![0.45],
+                    sigmas: 4.0,
+                }],
+            },
+            retests: retests
+                .iter()
+                .map(|x| {
+                    let mut q = pair(0, 1, 10.0 * x, 5.0);
+                    q.bw_gbps_reverse = Some(10.0);
+                    q
+                })
+                .collect(),
+            state: retest::State::Pending,
+        };
+        x.state = x.decide(&r, &t);
+        x.state
+    };
+    // Seen at half the reference or below again: named, whatever the noise.
+    assert_eq!(trial(&[0.48]), retest::State::Confirmed);
+    // Back at the ratio: cleared (a passing slowdown).
+    assert_eq!(trial(&[1.0]), retest::State::Cleared);
+    // In between: more figures are needed...
+    assert_eq!(trial(&[0.6]), retest::State::Pending);
+    // ...and a reproduced fault is never cleared by a noise that is wide.
+    assert_eq!(trial(&[0.6, 0.3]), retest::State::Confirmed);
+}
+
+#[test]
+fn an_undecided_pair_is_retested_round_after_round_and_said_when_the_budget_ends() {
+    // One direction at 0.7 x: below the ratio, within the floor's noise on one figure.
+    let slow = |a: u32, b: u32| if (a, b) == (0, 3) { 0.7 } else { 1.0 };
+    let mut p: Vec<PairResult> = (0..4)
+        .flat_map(|a| (a + 1..4).map(move |b| (a, b)))
+        .map(|(a, b)| directed(a, b, slow))
+        .collect();
+    let t = Thresholds::default();
+    // Retests alternating 0.8 and 0.9 x: below the ratio on average, never standing out.
+    let v = judged_with_retests(&mut p.clone(), &t, |round, a, b| {
+        let k = if round % 2 == 1 { 0.8 } else { 0.9 };
+        let mut q = directed(a, b, |x, y| if (x, y) == (0, 3) { k } else { 1.0 });
+        q.retested = true;
+        q
+    });
+    assert_eq!(v.retests.rounds, t.retest_rounds, "the whole budget: {v:?}");
+    assert_eq!(v.retests.undecided, 1, "{v:?}");
+    assert!(v.suspects.is_empty() && v.notes[0].undecided, "{v:?}");
+    // Retests that reproduce it at 0.7 x: figures enough after two, named.
+    let v = judged_with_retests(&mut p, &t, |_, a, b| {
+        let mut q = directed(a, b, slow);
+        q.retested = true;
+        q
+    });
+    assert_eq!(
+        v.suspects.links,
+        [["h0".to_string(), "h3".to_string()]],
+        "{v:?}"
+    );
+    assert_eq!(v.retests.rounds, MIN_RETESTS_TO_CONFIRM as u32, "{v:?}");
+}
+
+#[test]
+fn rules_against_one_link_make_one_suspect_with_every_reason() {
+    let slow = |a: u32, b: u32| if (a, b) == (1, 2) { 0.2 } else { 1.0 };
+    let mut p: Vec<PairResult> = (0..4)
+        .flat_map(|a| (a + 1..4).map(move |b| (a, b)))
+        .map(|(a, b)| directed(a, b, slow))
+        .collect();
+    let bump = |q: &mut PairResult| {
+        q.counters.insert(
+            q.a.clone(),
+            BTreeMap::from([("packet_seq_err".to_string(), 900)]),
+        );
+    };
+    for q in p.iter_mut().filter(|q| (q.a_rank, q.b_rank) == (1, 2)) {
+        bump(q);
+    }
+    let v = judged_with_retests(&mut p, &Thresholds::default(), |_, a, b| {
+        // The retest: the counters are quiet, the bandwidth as slow as before.
+        let mut q = directed(a, b, slow);
+        q.retested = true;
+        q
+    });
+    assert_eq!(v.suspects.links.len(), 1, "one entry: {v:?}");
+    assert_eq!(v.notes.len(), 1, "{v:?}");
+    let note = &v.notes[0];
+    assert_eq!(note.rules, [Rule::Counters, Rule::BwLink], "{note:?}");
+    assert_eq!(
+        note.rule,
+        Rule::BwLink,
+        "the rule its retest confirmed: {note:?}"
+    );
+    let said = note.retest.as_deref().unwrap();
+    assert!(
+        said.contains("counters passed") && said.contains("bw-link slow again"),
+        "{said}"
+    );
+}
+
+#[test]
+fn a_host_that_only_sends_slowly_is_said_so() {
+    // h2 sends at 0.15 x and receives at full rate (4 hosts: 3 figures a direction).
+    let slow = |a: u32, _: u32| if a == 2 { 0.15 } else { 1.0 };
+    let mut p: Vec<PairResult> = (0..4)
+        .flat_map(|a| (a + 1..4).map(move |b| (a, b)))
+        .map(|(a, b)| directed(a, b, slow))
+        .collect();
+    let (_, j) = classified(&mut p);
+    assert_eq!(hosts(&j), [("h2".to_string(), "bw-send")], "{j:?}");
+    assert!(links(&j).is_empty(), "{j:?}");
+    let c = &j.suspects[0].charges[0];
+    assert_eq!(c.direction, Some(Direction::Send));
+    assert!(c.reason.starts_with("sends slowly"), "{c:?}");
+}
+
+#[test]
+fn a_link_held_by_a_host_that_its_retest_clears_is_judged() {
+    // h3 looks slow on the schedule (a busy moment), h1 -> h3 is really at 0.1 x: once h3's
+    // retest clears it, the link is retested and named.
+    let slow = |a: u32, b: u32| {
+        if (a, b) == (1, 3) {
+            0.1
+        } else if a == 3 || b == 3 {
+            0.3
+        } else {
+            1.0
+        }
+    };
+    let mut p: Vec<PairResult> = (0..4)
+        .flat_map(|a| (a + 1..4).map(move |b| (a, b)))
+        .map(|(a, b)| directed(a, b, slow))
+        .collect();
+    let v = judged_with_retests(&mut p, &Thresholds::default(), |_, a, b| {
+        let mut q = directed(a, b, |x, y| if (x, y) == (1, 3) { 0.1 } else { 1.0 });
+        q.retested = true;
+        q
+    });
+    assert!(v.suspects.hosts.is_empty(), "h3 cleared: {v:?}");
+    assert_eq!(
+        v.suspects.links,
+        [["h1".to_string(), "h3".to_string()]],
+        "{v:?}"
+    );
+}
+
+#[test]
+fn the_exit_code_comes_from_the_verdict() {
+    let v = Verdict::default();
+    assert_eq!(v.exit_code(&[], 0, false), crate::exit::OK);
+    assert_eq!(v.exit_code(&[], 1, false), crate::exit::FAILURE);
+    assert_eq!(v.exit_code(&[], 1, true), crate::exit::THRESHOLD);
+    let mut s = v.clone();
+    s.suspects.links.push(["a".into(), "b".into()]);
+    assert_eq!(s.exit_code(&[], 0, false), crate::exit::THRESHOLD);
+}
