@@ -221,8 +221,9 @@ bw-host, bw-send, bw-recv: a host whose score (or one direction's) is below --mi
 its pairs with hosts not found yet, so a slow host does not make its partners look slow. Needs \
 4 hosts, and 4 figures a host (5 for one direction). The rule says the direction: bw-send (it \
 sends slowly) when what it receives is less than half as far below, bw-recv the reverse, \
-bw-host both ways. A host that sends (or receives) slowly on most of its pairs, two or more, \
-is one bw-send (bw-recv) suspect, not that many links.
+bw-host both ways. A host with most of its pairs, two or more, slow in the direction it sends \
+(receives), each beyond the noise or gross, is one bw-send (bw-recv) suspect, not that many \
+links; those links are held and judged if its retests clear it.
 
 bw-group: slow hosts that are faster among themselves than to the rest, beyond the noise: a \
 switch, an uplink or a partition, reported once instead of host by host.
@@ -255,7 +256,8 @@ schedule and a retest, or two retests), or when every retest is below the ratio 
 retests alone stand out beyond the noise over two of them at least (one outlier is not a \
 fault); a retest that failed keeps it too. A fault the retests reproduce is never cleared. \
 Still undecided when the rounds run out, it is reported as undecided (not a suspect). A \
-suspect that could not be retested (no host passed, --no-retest) stays one, unless all that \
+suspect that could not be retested (no host passed, --no-retest, or the rounds ran out before \
+its turn, as for a link held by a host that ended undecided) stays one, unless all that \
 charged it was a small deficit within the noise. The report says how many retests were run.
 
 What it cannot see: with 2 or 3 hosts the ratio rules are off (which end of a slow pair is slow \

@@ -154,6 +154,14 @@ pub(super) fn hosts(ctx: &Ctx) -> Vec<(Target, Charge)> {
             );
             charge.direction = Some(direction);
             charge.sigmas = sig;
+            // The schedule's sighting: its score in the direction it is slow.
+            charge.ratios = match rule {
+                Rule::BwSend => s.send,
+                Rule::BwRecv => s.recv,
+                _ => s.all,
+            }
+            .map(|(x, _)| vec![x])
+            .unwrap_or_default();
             out.push((ctx.host(h), charge));
         }
     }
@@ -292,7 +300,8 @@ pub(super) fn links(ctx: &Ctx, slow: &BTreeSet<String>) -> (Charges, Charges) {
     let Some(reference) = r.bw_gbps else {
         return (Vec::new(), Vec::new());
     };
-    let sig = noise_sigmas(ctx.ok.len());
+    // As many tests as the pairs' flags count: every direction.
+    let sig = noise_sigmas(r.bw_figures);
     let mut charges: Vec<(&PairResult, Charge)> = Vec::new();
     // Per host: its pairs judged here, and the directions charged from and to it.
     let mut per_host: BTreeMap<&str, (usize, Vec<usize>, Vec<usize>)> = BTreeMap::new();
@@ -379,10 +388,12 @@ pub(super) fn links(ctx: &Ctx, slow: &BTreeSet<String>) -> (Charges, Charges) {
             (sends, Rule::BwSend, "sends"),
             (recvs, Rule::BwRecv, "receives"),
         ] {
+            // Directions that stood out or were gross (a small deficit within the noise on one
+            // figure says nothing of its host).
             let fresh: Vec<usize> = list
                 .iter()
                 .copied()
-                .filter(|i| !taken.contains(i))
+                .filter(|i| !taken.contains(i) && charges[*i].1.gate != Gate::Undecided)
                 .collect();
             if fresh.len() < 2 || 2 * fresh.len() <= *n {
                 continue;
@@ -390,12 +401,11 @@ pub(super) fn links(ctx: &Ctx, slow: &BTreeSet<String>) -> (Charges, Charges) {
             let figures: Vec<f64> = fresh.iter().map(|i| charges[*i].1.ratios[0]).collect();
             let gate = if fresh.iter().any(|i| charges[*i].1.gate == Gate::Noise) {
                 Gate::Noise
-            } else if fresh.iter().all(|i| charges[*i].1.gate == Gate::Gross) {
-                Gate::Gross
             } else {
-                Gate::Undecided
+                Gate::Gross
             };
-            taken.extend(fresh.iter().copied());
+            // Every direction it sends (receives) that was charged is the host's now, held.
+            taken.extend(list.iter().copied());
             out.push((
                 ctx.host(host),
                 Charge {
@@ -422,8 +432,12 @@ pub(super) fn links(ctx: &Ctx, slow: &BTreeSet<String>) -> (Charges, Charges) {
             ));
         }
     }
+    // The directions a bw-send/bw-recv host took stay held under it: judged as links if its
+    // retests clear it.
     for (i, (p, charge)) in charges.into_iter().enumerate() {
-        if !taken.contains(&i) {
+        if taken.contains(&i) {
+            held.push((ctx.link(p), charge));
+        } else {
             out.push((ctx.link(p), charge));
         }
     }

@@ -147,24 +147,16 @@ pub(super) fn run<E>(
             trials[i].state = trials[i].decide(r, t);
         }
         all.extend(results);
-        // A host or group cleared: the links it held are judged now.
-        let standing: BTreeSet<u32> = trials
-            .iter()
-            .filter(|x| {
-                x.state != State::Cleared && !matches!(x.suspect.target, Target::Link { .. })
-            })
-            .flat_map(|x| x.suspect.target.ranks())
-            .collect();
-        let (free, still): (Vec<Suspect>, Vec<Suspect>) = held
-            .into_iter()
-            .partition(|s| s.target.ranks().iter().all(|r| !standing.contains(r)));
-        held = still;
-        trials.extend(free.into_iter().map(|suspect| Trial {
-            suspect,
-            retests: Vec::new(),
-            state: State::Pending,
-        }));
+        held = release(&mut trials, held, r, t);
     }
+    for x in &mut trials {
+        if x.state == State::Pending {
+            x.state = x.unretested();
+        }
+    }
+    // Links still held by a host that ended undecided (or never retested) are judged as they
+    // stand: never dropped.
+    let _ = release(&mut trials, held, r, t);
     for x in &mut trials {
         if x.state == State::Pending {
             x.state = x.unretested();
@@ -175,6 +167,50 @@ pub(super) fn run<E>(
         .filter(|x| x.state == State::Undecided)
         .count() as u32;
     Ok((trials, all, summary))
+}
+
+/// The held links whose hosts and groups are no longer suspects (cleared, or undecided) join
+/// the trials: merged into a trial of the same link where there is one (which is pending again
+/// if it was cleared), else new and pending. Returns the links still held.
+fn release(
+    trials: &mut Vec<Trial>,
+    held: Vec<Suspect>,
+    r: &Reference,
+    t: &Thresholds,
+) -> Vec<Suspect> {
+    let standing: BTreeSet<u32> = trials
+        .iter()
+        .filter(|x| {
+            matches!(x.state, State::Pending | State::Confirmed)
+                && !matches!(x.suspect.target, Target::Link { .. })
+        })
+        .flat_map(|x| x.suspect.target.ranks())
+        .collect();
+    let (free, still): (Vec<Suspect>, Vec<Suspect>) = held
+        .into_iter()
+        .partition(|s| s.target.ranks().iter().all(|r| !standing.contains(r)));
+    for suspect in free {
+        match trials
+            .iter_mut()
+            .find(|x| x.suspect.target == suspect.target)
+        {
+            Some(x) => {
+                x.suspect.charges.extend(suspect.charges);
+                if x.state == State::Cleared {
+                    x.state = State::Pending;
+                    if !x.retests.is_empty() {
+                        x.state = x.decide(r, t);
+                    }
+                }
+            }
+            None => trials.push(Trial {
+                suspect,
+                retests: Vec::new(),
+                state: State::Pending,
+            }),
+        }
+    }
+    still
 }
 
 /// A suspect's bandwidth figures in a retest pair, in `direction` (None: both ways).
@@ -209,12 +245,9 @@ impl Trial {
         let Some(last) = self.retests.last() else {
             return State::Pending;
         };
+        // A retest that failed keeps every charge (fail closed).
         if last.error.is_some() {
-            return if c.rule == Rule::Failure || c.gate == Gate::Noise {
-                State::Confirmed
-            } else {
-                State::Pending
-            };
+            return State::Confirmed;
         }
         let by = |rule: Rule| pair_reasons(last, r, t).iter().any(|(x, _)| *x == rule);
         let stands = |yes: bool| {
@@ -235,13 +268,19 @@ impl Trial {
                 let Some(reference) = r.bw_gbps.filter(|x| *x > 0.0) else {
                     return State::Confirmed;
                 };
-                let ratios: Vec<f64> = self
+                // Each retest's figures (a figure of 0 is kept, as the least there is).
+                let each: Vec<Vec<f64>> = self
                     .retests
                     .iter()
-                    .flat_map(|p| figures(&self.suspect.target, c.direction, p))
-                    .filter(|v| *v > 0.0)
-                    .map(|v| v / reference)
+                    .map(|p| {
+                        figures(&self.suspect.target, c.direction, p)
+                            .into_iter()
+                            .filter(|v| *v >= 0.0)
+                            .map(|v| v.max(f64::MIN_POSITIVE) / reference)
+                            .collect()
+                    })
                     .collect();
+                let ratios: Vec<f64> = each.iter().flatten().copied().collect();
                 if ratios.is_empty() {
                     return State::Pending;
                 }
@@ -254,8 +293,13 @@ impl Trial {
                     return State::Cleared;
                 }
                 let gross = GROSS_BW_RATIO.min(t.min_bw_ratio);
+                // Sightings: the schedule's, then each retest's (one a retest, whatever
+                // number of its figures were at the floor).
                 let seen_gross = c.ratios.iter().any(|x| *x <= gross) as usize
-                    + ratios.iter().filter(|x| **x <= gross).count();
+                    + each
+                        .iter()
+                        .filter(|v| v.iter().any(|x| *x <= gross))
+                        .count();
                 if seen_gross >= 2
                     || (self.retests.len() >= MIN_RETESTS_TO_CONFIRM
                         && ratios.iter().all(|x| *x < t.min_bw_ratio)

@@ -70,14 +70,15 @@ pub(super) fn hosts(j: &Judgement) -> Vec<(String, &'static str)> {
         .collect()
 }
 
-/// The trials of `suspects` with one retest each (`retests[i]` for suspect i).
+/// The trials of `suspects` with their retests (`retests[i]` for suspect i, run twice).
 fn tried(suspects: &[Suspect], retests: &[PairResult], r: &Reference) -> Vec<Trial> {
     let t = Thresholds::default();
     let mut out = Vec::new();
     for (s, p) in suspects.iter().zip(retests) {
         let mut x = Trial {
             suspect: s.clone(),
-            retests: vec![p.clone()],
+            // Two retests alike (what it takes to confirm a charge on its retests alone).
+            retests: vec![p.clone(); MIN_RETESTS_TO_CONFIRM],
             state: retest::State::Pending,
         };
         x.state = x.decide(r, &t);

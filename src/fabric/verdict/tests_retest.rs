@@ -241,3 +241,110 @@ fn the_exit_code_comes_from_the_verdict() {
     s.suspects.links.push(["a".into(), "b".into()]);
     assert_eq!(s.exit_code(&[], 0, false), crate::exit::THRESHOLD);
 }
+
+#[test]
+fn a_link_held_by_a_host_that_ends_undecided_is_still_judged() {
+    // h3 slow on the schedule and in between on its two retests (against h0 and h1: never
+    // cleared, never standing out), h2 -> h3 at 0.1 x all along: when the rounds end with h3
+    // undecided, the link it held is named, not dropped with it.
+    let slow = |a: u32, b: u32| {
+        if (a, b) == (2, 3) {
+            0.1
+        } else if a == 3 || b == 3 {
+            0.3
+        } else {
+            1.0
+        }
+    };
+    let mut p: Vec<PairResult> = (0..4)
+        .flat_map(|a| (a + 1..4).map(move |b| (a, b)))
+        .map(|(a, b)| directed(a, b, slow))
+        .collect();
+    let t = Thresholds {
+        retest_rounds: 2,
+        ..Thresholds::default()
+    };
+    let v = judged_with_retests(&mut p, &t, |round, a, b| {
+        // h3's retests swing between 0.8 and 0.95 x: below the ratio on average, never beyond
+        // the noise; h2 -> h3 stays at 0.1 x.
+        let k = if round % 2 == 1 { 0.8 } else { 0.95 };
+        let mut q = directed(a, b, |x, y| {
+            if (x, y) == (2, 3) {
+                0.1
+            } else if x == 3 || y == 3 {
+                k
+            } else {
+                1.0
+            }
+        });
+        q.retested = true;
+        q
+    });
+    assert!(v.suspects.hosts.is_empty(), "h3 undecided: {v:?}");
+    assert!(
+        v.suspects
+            .links
+            .contains(&["h2".to_string(), "h3".to_string()]),
+        "the link is judged: {v:?}"
+    );
+}
+
+#[test]
+fn a_gross_link_whose_retest_fails_stays_a_suspect() {
+    let slow = |a: u32, b: u32| if (a, b) == (0, 2) { 0.3 } else { 1.0 };
+    let mut p: Vec<PairResult> = (0..4)
+        .flat_map(|a| (a + 1..4).map(move |b| (a, b)))
+        .map(|(a, b)| directed(a, b, slow))
+        .collect();
+    let v = judged_with_retests(&mut p, &Thresholds::default(), |_, a, b| {
+        let mut q = directed(a, b, slow);
+        q.retested = true;
+        q.error = Some("no completion within 10s".into());
+        q.bw_gbps = None;
+        q.bw_gbps_reverse = None;
+        q
+    });
+    assert_eq!(
+        v.suspects.links,
+        [["h0".to_string(), "h2".to_string()]],
+        "{v:?}"
+    );
+}
+
+#[test]
+fn a_released_link_joins_the_same_links_other_charges() {
+    // h1 - h2 has a counters charge (a link) and, held by h2 (slow on the schedule), a
+    // bandwidth charge: once h2 clears, one link with both rules, not two entries.
+    let slow = |a: u32, b: u32| {
+        if (a, b) == (1, 2) {
+            0.1
+        } else if a == 2 || b == 2 {
+            0.3
+        } else {
+            1.0
+        }
+    };
+    let mut p: Vec<PairResult> = (0..4)
+        .flat_map(|a| (a + 1..4).map(move |b| (a, b)))
+        .map(|(a, b)| directed(a, b, slow))
+        .collect();
+    for q in p.iter_mut().filter(|q| (q.a_rank, q.b_rank) == (1, 2)) {
+        q.counters.insert(
+            q.a.clone(),
+            BTreeMap::from([("packet_seq_err".to_string(), 900)]),
+        );
+    }
+    let v = judged_with_retests(&mut p, &Thresholds::default(), |_, a, b| {
+        let mut q = directed(a, b, |x, y| if (x, y) == (1, 2) { 0.1 } else { 1.0 });
+        q.retested = true;
+        q
+    });
+    assert_eq!(
+        v.suspects.links,
+        [["h1".to_string(), "h2".to_string()]],
+        "{v:?}"
+    );
+    let notes: Vec<&SuspectNote> = v.notes.iter().filter(|n| n.name == "h1 - h2").collect();
+    assert_eq!(notes.len(), 1, "one note for the link: {v:?}");
+    assert!(notes[0].rules.contains(&Rule::BwLink), "{notes:?}");
+}

@@ -322,6 +322,12 @@ pub fn fabric_text(r: &FabricReport, style: Style) -> String {
     if !r.missing.is_empty() {
         parts.push(format!("missing {}", r.missing.join(", ")));
     }
+    if !parts.is_empty() && r.retests.undecided > 0 {
+        parts.push(format!(
+            "{} undecided after {} retest rounds",
+            r.retests.undecided, r.retests.rounds
+        ));
+    }
     let verdict = if parts.is_empty() {
         if r.retests.undecided > 0 {
             format!(
