@@ -232,8 +232,9 @@ bw-link: each direction of a pair judged on its own, whatever its reverse does (
 transmit lane, a dirty optic at one end): a direction below the ratio and beyond the noise, or \
 at half the reference or below (the gross floor: no noise level hides it), or below the ratio \
 where the retests can still decide; and a pair slow both ways by less (its two directions' \
-geometric mean). A pair with a suspect host at one end is held: judged only if that host's \
-retests clear it.
+geometric mean). A pair with a suspect host at one end is held (its bandwidth and its \
+counters or failure alike: a slow NIC's queue drops make retransmits): judged only if that \
+host's retests clear it.
 
 lat-host, lat-link: the same for latency above --max-lat-ratio (default 1.5) x the reference.
 

@@ -99,7 +99,16 @@ pub fn classify(
             }
         }
         slow.extend(grouped);
-        let (links, held) = bandwidth::links(&ctx, &slow);
+        let (links, mut held) = bandwidth::links(&ctx, &slow);
+        // A pair-level charge (counters, a failure) on a link with a slow host at one end is
+        // the host's doing (a slow NIC's queue drops make retransmits): held with the rest.
+        let (on_slow, elsewhere): (bandwidth::Charges, bandwidth::Charges) =
+            charges.into_iter().partition(|(target, _)| match target {
+                Target::Link { a, b } => slow.contains(&a.1) || slow.contains(&b.1),
+                _ => false,
+            });
+        charges = elsewhere;
+        held.extend(on_slow);
         charges.extend(links);
         out.held = merge(held);
     } else if r.bw_figures > 0 {

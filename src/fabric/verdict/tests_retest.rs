@@ -348,3 +348,31 @@ fn a_released_link_joins_the_same_links_other_charges() {
     assert_eq!(notes.len(), 1, "one note for the link: {v:?}");
     assert!(notes[0].rules.contains(&Rule::BwLink), "{notes:?}");
 }
+
+#[test]
+fn the_retransmits_of_a_slow_nic_are_its_hosts_not_a_link() {
+    // h3's NIC at 0.2 x both ways; its queue drops make one of its pairs retransmit far above
+    // the run's fence, on the schedule and on the retests: h3 alone is named.
+    let slow = |a: u32, b: u32| if a == 3 || b == 3 { 0.2 } else { 1.0 };
+    let bump = |q: &mut PairResult| {
+        if (q.a_rank, q.b_rank) == (2, 3) {
+            q.counters.insert(
+                q.b.clone(),
+                BTreeMap::from([("duplicate_request".to_string(), 900)]),
+            );
+        }
+    };
+    let mut p: Vec<PairResult> = (0..4)
+        .flat_map(|a| (a + 1..4).map(move |b| (a, b)))
+        .map(|(a, b)| directed(a, b, slow))
+        .collect();
+    p.iter_mut().for_each(bump);
+    let v = judged_with_retests(&mut p, &Thresholds::default(), |_, a, b| {
+        let mut q = directed(a, b, slow);
+        bump(&mut q);
+        q.retested = true;
+        q
+    });
+    assert_eq!(v.suspects.hosts, ["h3"], "{v:?}");
+    assert!(v.suspects.links.is_empty(), "{v:?}");
+}
