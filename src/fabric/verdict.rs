@@ -39,7 +39,7 @@
 
 use super::schedule::Pair;
 use crate::report::fabric::{
-    Finding, HostSummary, PairResult, RetestSummary, SuspectNote, Suspects,
+    Finding, HostSummary, PairResult, RetestSummary, SuspectNote, Suspects, verdict_fails,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -222,9 +222,14 @@ impl Suspect {
         self.charges[0].rule
     }
 
+    /// Every rule that charged it, once each, in the order of their first charge.
     pub fn rules(&self) -> Vec<Rule> {
-        let mut v: Vec<Rule> = self.charges.iter().map(|c| c.rule).collect();
-        v.dedup();
+        let mut v: Vec<Rule> = Vec::new();
+        for c in &self.charges {
+            if !v.contains(&c.rule) {
+                v.push(c.rule);
+            }
+        }
         v
     }
 
@@ -283,12 +288,9 @@ pub struct Verdict {
 }
 
 impl Verdict {
-    /// Whether the verdict fails the run: a suspect, a failing fabric-wide finding, or a
-    /// scheduled pair that failed.
+    /// Whether the verdict fails the run ([`verdict_fails`]).
     pub fn fails(&self, pairs: &[PairResult]) -> bool {
-        !self.suspects.is_empty()
-            || self.findings.iter().any(|f| f.fails)
-            || pairs.iter().any(|p| !p.retested && p.error.is_some())
+        verdict_fails(&self.suspects, &self.findings, pairs)
     }
 
     /// The run's exit code: 1 when ranks went missing (without `--allow-missing`), 3 when

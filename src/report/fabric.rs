@@ -273,14 +273,18 @@ pub struct FabricReport {
     pub missing_reasons: Vec<String>,
 }
 
+/// Whether a verdict fails the run: a suspect, a failing fabric-wide finding, or a scheduled
+/// pair that failed (a missing rank is the caller's to add).
+pub fn verdict_fails(suspects: &Suspects, findings: &[Finding], pairs: &[PairResult]) -> bool {
+    !suspects.is_empty()
+        || findings.iter().any(|f| f.fails)
+        || pairs.iter().any(|p| !p.retested && p.error.is_some())
+}
+
 impl FabricReport {
-    /// Whether anything fails the run: a suspect, a failing fabric-wide finding, a failed test
-    /// or a missing rank.
+    /// Whether anything fails the run: what [`verdict_fails`] says, or a missing rank.
     pub fn anything_flagged(&self) -> bool {
-        !self.suspects.is_empty()
-            || !self.missing.is_empty()
-            || self.findings.iter().any(|f| f.fails)
-            || self.pairs.iter().any(|p| p.error.is_some() && !p.retested)
+        !self.missing.is_empty() || verdict_fails(&self.suspects, &self.findings, &self.pairs)
     }
 }
 

@@ -53,10 +53,10 @@ pub(super) fn per_host_logs<'a>(
     m
 }
 
-/// The least noise a run is taken to have (a fraction): below it, one figure proves little. A
-/// bandwidth test repeated on one healthy link under load varies by this much (the lab's
-/// figures: 10 % of them more than 24 % below their run's median).
-pub const MIN_BW_SPREAD: f64 = 0.10;
+/// The least noise a run is taken to have (a fraction), bandwidth and latency alike: below it,
+/// one figure proves little. A bandwidth test repeated on one healthy link under load varies by
+/// this much (the lab's figures: 10 % of them more than 24 % below their run's median).
+pub const MIN_SPREAD: f64 = 0.10;
 
 /// Deviations needed before the noise estimate looks at their tail (8 hosts all-pairs have 112).
 pub(super) const MIN_DEVIATIONS_FOR_TAIL: usize = 40;
@@ -86,7 +86,7 @@ pub(super) fn scale(per_host: &BTreeMap<&str, Vec<f64>>) -> (Option<f64>, Option
     // tail (the lab's figures have a heavy low tail: 4 % of them at 8 of the core's sigmas).
     dev.sort_by(f64::total_cmp);
     let tail = (dev.len() >= MIN_DEVIATIONS_FOR_TAIL).then(|| quantile(&dev, 0.9) / 1.645);
-    let spread = median(dev).map(|mad| (1.4826 * mad).max(tail.unwrap_or(0.0)).max(MIN_BW_SPREAD));
+    let spread = median(dev).map(|mad| (1.4826 * mad).max(tail.unwrap_or(0.0)).max(MIN_SPREAD));
     (reference, spread)
 }
 

@@ -149,24 +149,23 @@ pub(super) fn run<E>(
         all.extend(results);
         held = release(&mut trials, held, r, t);
     }
-    for x in &mut trials {
-        if x.state == State::Pending {
-            x.state = x.unretested();
-        }
-    }
+    settle(&mut trials);
     // Links still held by a host that ended undecided (or never retested) are judged as they
     // stand: never dropped.
     let _ = release(&mut trials, held, r, t);
-    for x in &mut trials {
-        if x.state == State::Pending {
-            x.state = x.unretested();
-        }
-    }
+    settle(&mut trials);
     summary.undecided = trials
         .iter()
         .filter(|x| x.state == State::Undecided)
         .count() as u32;
     Ok((trials, all, summary))
+}
+
+/// The retests are over: what is still pending ends as [`Trial::unretested`] says.
+fn settle(trials: &mut [Trial]) {
+    for x in trials.iter_mut().filter(|x| x.state == State::Pending) {
+        x.state = x.unretested();
+    }
 }
 
 /// The held links whose hosts and groups are no longer suspects (cleared, or undecided) join
@@ -197,10 +196,8 @@ fn release(
             Some(x) => {
                 x.suspect.charges.extend(suspect.charges);
                 if x.state == State::Cleared {
-                    x.state = State::Pending;
-                    if !x.retests.is_empty() {
-                        x.state = x.decide(r, t);
-                    }
+                    // Its retests so far judge the new charges too (none: pending).
+                    x.state = x.decide(r, t);
                 }
             }
             None => trials.push(Trial {

@@ -106,7 +106,7 @@ fn a_healthy_fabric_flags_nothing() {
     let bw = r.bw_gbps.unwrap();
     assert!((bw - 10.0).abs() < 0.3, "{r:?}");
     // +-2 % of wobble: the noise is the floor.
-    assert_eq!(r.bw_spread, Some(MIN_BW_SPREAD), "{r:?}");
+    assert_eq!(r.bw_spread, Some(MIN_SPREAD), "{r:?}");
 }
 
 #[test]

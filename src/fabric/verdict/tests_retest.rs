@@ -27,6 +27,21 @@ fn directed(a: u32, b: u32, slow: impl Fn(u32, u32) -> f64) -> PairResult {
     q
 }
 
+/// All pairs of `n` hosts, `slow(a, b)` scaling the direction a to b.
+fn fabric_of(n: u32, slow: impl Fn(u32, u32) -> f64 + Copy) -> Vec<PairResult> {
+    (0..n)
+        .flat_map(|a| (a + 1..n).map(move |b| (a, b)))
+        .map(|(a, b)| directed(a, b, slow))
+        .collect()
+}
+
+/// A retest of a and b, `slow` as in [`directed`].
+fn retested(a: u32, b: u32, slow: impl Fn(u32, u32) -> f64) -> PairResult {
+    let mut q = directed(a, b, slow);
+    q.retested = true;
+    q
+}
+
 #[test]
 fn a_link_slow_one_way_is_one_suspect_link_whatever_its_reverse_does() {
     // fab1 -> fab3 at 0.1 x, fab3 -> fab1 fast (even faster than the rest).
@@ -35,14 +50,9 @@ fn a_link_slow_one_way_is_one_suspect_link_whatever_its_reverse_does() {
         (3, 1) => 1.3,
         _ => 1.0,
     };
-    let mut p: Vec<PairResult> = (0..4)
-        .flat_map(|a| (a + 1..4).map(move |b| (a, b)))
-        .map(|(a, b)| directed(a, b, slow))
-        .collect();
+    let mut p = fabric_of(4, slow);
     let v = judged_with_retests(&mut p, &Thresholds::default(), |_, a, b| {
-        let mut q = directed(a, b, slow);
-        q.retested = true;
-        q
+        retested(a, b, slow)
     });
     assert_eq!(
         v.suspects.links,
@@ -118,27 +128,18 @@ fn a_gross_fault_within_a_wide_noise_is_named_when_seen_twice_and_cleared_when_i
 fn an_undecided_pair_is_retested_round_after_round_and_said_when_the_budget_ends() {
     // One direction at 0.7 x: below the ratio, within the floor's noise on one figure.
     let slow = |a: u32, b: u32| if (a, b) == (0, 3) { 0.7 } else { 1.0 };
-    let mut p: Vec<PairResult> = (0..4)
-        .flat_map(|a| (a + 1..4).map(move |b| (a, b)))
-        .map(|(a, b)| directed(a, b, slow))
-        .collect();
+    let mut p = fabric_of(4, slow);
     let t = Thresholds::default();
     // Retests alternating 0.8 and 0.9 x: below the ratio on average, never standing out.
     let v = judged_with_retests(&mut p.clone(), &t, |round, a, b| {
         let k = if round % 2 == 1 { 0.8 } else { 0.9 };
-        let mut q = directed(a, b, |x, y| if (x, y) == (0, 3) { k } else { 1.0 });
-        q.retested = true;
-        q
+        retested(a, b, |x, y| if (x, y) == (0, 3) { k } else { 1.0 })
     });
     assert_eq!(v.retests.rounds, t.retest_rounds, "the whole budget: {v:?}");
     assert_eq!(v.retests.undecided, 1, "{v:?}");
     assert!(v.suspects.is_empty() && v.notes[0].undecided, "{v:?}");
     // Retests that reproduce it at 0.7 x: figures enough after two, named.
-    let v = judged_with_retests(&mut p, &t, |_, a, b| {
-        let mut q = directed(a, b, slow);
-        q.retested = true;
-        q
-    });
+    let v = judged_with_retests(&mut p, &t, |_, a, b| retested(a, b, slow));
     assert_eq!(
         v.suspects.links,
         [["h0".to_string(), "h3".to_string()]],
@@ -150,10 +151,7 @@ fn an_undecided_pair_is_retested_round_after_round_and_said_when_the_budget_ends
 #[test]
 fn rules_against_one_link_make_one_suspect_with_every_reason() {
     let slow = |a: u32, b: u32| if (a, b) == (1, 2) { 0.2 } else { 1.0 };
-    let mut p: Vec<PairResult> = (0..4)
-        .flat_map(|a| (a + 1..4).map(move |b| (a, b)))
-        .map(|(a, b)| directed(a, b, slow))
-        .collect();
+    let mut p = fabric_of(4, slow);
     let bump = |q: &mut PairResult| {
         q.counters.insert(
             q.a.clone(),
@@ -165,9 +163,7 @@ fn rules_against_one_link_make_one_suspect_with_every_reason() {
     }
     let v = judged_with_retests(&mut p, &Thresholds::default(), |_, a, b| {
         // The retest: the counters are quiet, the bandwidth as slow as before.
-        let mut q = directed(a, b, slow);
-        q.retested = true;
-        q
+        retested(a, b, slow)
     });
     assert_eq!(v.suspects.links.len(), 1, "one entry: {v:?}");
     assert_eq!(v.notes.len(), 1, "{v:?}");
@@ -189,10 +185,7 @@ fn rules_against_one_link_make_one_suspect_with_every_reason() {
 fn a_host_that_only_sends_slowly_is_said_so() {
     // h2 sends at 0.15 x and receives at full rate (4 hosts: 3 figures a direction).
     let slow = |a: u32, _: u32| if a == 2 { 0.15 } else { 1.0 };
-    let mut p: Vec<PairResult> = (0..4)
-        .flat_map(|a| (a + 1..4).map(move |b| (a, b)))
-        .map(|(a, b)| directed(a, b, slow))
-        .collect();
+    let mut p = fabric_of(4, slow);
     let (_, j) = classified(&mut p);
     assert_eq!(hosts(&j), [("h2".to_string(), "bw-send")], "{j:?}");
     assert!(links(&j).is_empty(), "{j:?}");
@@ -214,14 +207,9 @@ fn a_link_held_by_a_host_that_its_retest_clears_is_judged() {
             1.0
         }
     };
-    let mut p: Vec<PairResult> = (0..4)
-        .flat_map(|a| (a + 1..4).map(move |b| (a, b)))
-        .map(|(a, b)| directed(a, b, slow))
-        .collect();
+    let mut p = fabric_of(4, slow);
     let v = judged_with_retests(&mut p, &Thresholds::default(), |_, a, b| {
-        let mut q = directed(a, b, |x, y| if (x, y) == (1, 3) { 0.1 } else { 1.0 });
-        q.retested = true;
-        q
+        retested(a, b, |x, y| if (x, y) == (1, 3) { 0.1 } else { 1.0 })
     });
     assert!(v.suspects.hosts.is_empty(), "h3 cleared: {v:?}");
     assert_eq!(
@@ -256,10 +244,7 @@ fn a_link_held_by_a_host_that_ends_undecided_is_still_judged() {
             1.0
         }
     };
-    let mut p: Vec<PairResult> = (0..4)
-        .flat_map(|a| (a + 1..4).map(move |b| (a, b)))
-        .map(|(a, b)| directed(a, b, slow))
-        .collect();
+    let mut p = fabric_of(4, slow);
     let t = Thresholds {
         retest_rounds: 2,
         ..Thresholds::default()
@@ -268,7 +253,7 @@ fn a_link_held_by_a_host_that_ends_undecided_is_still_judged() {
         // h3's retests swing between 0.8 and 0.95 x: below the ratio on average, never beyond
         // the noise; h2 -> h3 stays at 0.1 x.
         let k = if round % 2 == 1 { 0.8 } else { 0.95 };
-        let mut q = directed(a, b, |x, y| {
+        retested(a, b, |x, y| {
             if (x, y) == (2, 3) {
                 0.1
             } else if x == 3 || y == 3 {
@@ -276,9 +261,7 @@ fn a_link_held_by_a_host_that_ends_undecided_is_still_judged() {
             } else {
                 1.0
             }
-        });
-        q.retested = true;
-        q
+        })
     });
     assert!(v.suspects.hosts.is_empty(), "h3 undecided: {v:?}");
     assert!(
@@ -292,13 +275,9 @@ fn a_link_held_by_a_host_that_ends_undecided_is_still_judged() {
 #[test]
 fn a_gross_link_whose_retest_fails_stays_a_suspect() {
     let slow = |a: u32, b: u32| if (a, b) == (0, 2) { 0.3 } else { 1.0 };
-    let mut p: Vec<PairResult> = (0..4)
-        .flat_map(|a| (a + 1..4).map(move |b| (a, b)))
-        .map(|(a, b)| directed(a, b, slow))
-        .collect();
+    let mut p = fabric_of(4, slow);
     let v = judged_with_retests(&mut p, &Thresholds::default(), |_, a, b| {
-        let mut q = directed(a, b, slow);
-        q.retested = true;
+        let mut q = retested(a, b, slow);
         q.error = Some("no completion within 10s".into());
         q.bw_gbps = None;
         q.bw_gbps_reverse = None;
@@ -324,10 +303,7 @@ fn a_released_link_joins_the_same_links_other_charges() {
             1.0
         }
     };
-    let mut p: Vec<PairResult> = (0..4)
-        .flat_map(|a| (a + 1..4).map(move |b| (a, b)))
-        .map(|(a, b)| directed(a, b, slow))
-        .collect();
+    let mut p = fabric_of(4, slow);
     for q in p.iter_mut().filter(|q| (q.a_rank, q.b_rank) == (1, 2)) {
         q.counters.insert(
             q.a.clone(),
@@ -335,9 +311,7 @@ fn a_released_link_joins_the_same_links_other_charges() {
         );
     }
     let v = judged_with_retests(&mut p, &Thresholds::default(), |_, a, b| {
-        let mut q = directed(a, b, |x, y| if (x, y) == (1, 2) { 0.1 } else { 1.0 });
-        q.retested = true;
-        q
+        retested(a, b, |x, y| if (x, y) == (1, 2) { 0.1 } else { 1.0 })
     });
     assert_eq!(
         v.suspects.links,
@@ -362,17 +336,30 @@ fn the_retransmits_of_a_slow_nic_are_its_hosts_not_a_link() {
             );
         }
     };
-    let mut p: Vec<PairResult> = (0..4)
-        .flat_map(|a| (a + 1..4).map(move |b| (a, b)))
-        .map(|(a, b)| directed(a, b, slow))
-        .collect();
+    let mut p = fabric_of(4, slow);
     p.iter_mut().for_each(bump);
     let v = judged_with_retests(&mut p, &Thresholds::default(), |_, a, b| {
-        let mut q = directed(a, b, slow);
+        let mut q = retested(a, b, slow);
         bump(&mut q);
-        q.retested = true;
         q
     });
     assert_eq!(v.suspects.hosts, ["h3"], "{v:?}");
     assert!(v.suspects.links.is_empty(), "{v:?}");
+}
+
+#[test]
+fn a_suspects_rules_are_each_named_once_in_the_order_they_charged() {
+    let charge = |rule| Charge::new(rule, String::new());
+    let s = Suspect {
+        target: Target::Link {
+            a: (0, name(0)),
+            b: (1, name(1)),
+        },
+        charges: vec![
+            charge(Rule::BwLink),
+            charge(Rule::Counters),
+            charge(Rule::BwLink),
+        ],
+    };
+    assert_eq!(s.rules(), [Rule::BwLink, Rule::Counters]);
 }
