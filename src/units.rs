@@ -34,16 +34,30 @@ pub fn parse_msg_size(s: &str) -> Result<u32, String> {
         .map_err(|_| format!("'{s}' is larger than 4 GiB - 1, the largest RDMA message"))
 }
 
+/// The longest duration any flag takes (a timeout, a wait, a test's length): 30 days. Longer is a
+/// typo, and every deadline computed from it (a few waits, a round of them) stays far from the
+/// clock's limit.
+pub const MAX_DURATION: Duration = Duration::from_secs(30 * 24 * 3600);
+
 /// A non-zero duration: a bare number is seconds (perftest's `-D 10`), else humantime form:
-/// 10s, 500ms, 2m.
+/// 10s, 500ms, 2m. At most [`MAX_DURATION`].
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let t = s.trim();
-    let d = match t.parse::<u64>() {
-        Ok(secs) => Duration::from_secs(secs),
-        Err(_) => parse_duration_with_unit(t)?,
-    };
+    match t.parse::<u64>() {
+        Ok(secs) => within_bounds(s, Duration::from_secs(secs)),
+        Err(_) => parse_duration_with_unit(t),
+    }
+}
+
+fn within_bounds(s: &str, d: Duration) -> Result<Duration, String> {
     if d.is_zero() {
         return Err("a duration must be longer than zero".into());
+    }
+    if d > MAX_DURATION {
+        return Err(format!(
+            "'{}' is longer than 30 days, the longest wait taken",
+            s.trim()
+        ));
     }
     Ok(d)
 }
@@ -59,10 +73,7 @@ pub fn parse_duration_with_unit(s: &str) -> Result<Duration, String> {
     }
     let d = humantime::parse_duration(t)
         .map_err(|e| format!("'{s}' is not a duration ({e}; examples: 10s, 500ms, 2m)"))?;
-    if d.is_zero() {
-        return Err("a duration must be longer than zero".into());
-    }
-    Ok(d)
+    within_bounds(s, d)
 }
 
 /// An RDMA path MTU: 256, 512, 1024, 2048 or 4096 (suffixes allowed: 4K).
@@ -247,6 +258,17 @@ mod tests {
             Ok(Duration::from_micros(5))
         );
         assert!(parse_duration("soon").is_err());
+        assert_eq!(parse_duration("30d"), Ok(MAX_DURATION));
+        for huge in [
+            "2592001",
+            "31d",
+            "2049638230412172402s",
+            "18446744073709551615",
+        ] {
+            let e = parse_duration(huge).unwrap_err();
+            assert!(e.contains("30 days"), "{huge}: {e}");
+        }
+        assert!(parse_duration_with_unit("18446744073709551615s").is_err());
         assert_eq!(parse_mtu("4K"), Ok(4096));
         assert_eq!(parse_mtu("1024"), Ok(1024));
         assert!(parse_mtu("1500").is_err());

@@ -87,6 +87,11 @@ fn usage_errors_exit_2_with_one_line() {
         &["ports", "--no-such-flag"],
         &["devices", "-d"],
         &["devices", "extra"],
+        // Durations past every clock's limit once panicked (issue 31).
+        &["check", "--timeout", "18446744073709551615s"],
+        &["check", "--timeout", "18446744073709551615"],
+        &["bw", "--timeout", "2049638230412172402s", "127.0.0.1"],
+        &["pingpong", "--wait", "1000000000d"],
     ] {
         let o = rdmadiag(args);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));

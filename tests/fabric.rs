@@ -754,6 +754,14 @@ fn every_key_of_the_fabric_report_is_documented() {
 }
 
 /// The binary's usage errors: one line on stderr, exit 2, before anything waits.
+/// A Hydra launch of rank 0 of 2 with a key: everything a run needs but a device.
+const HYDRA_WITH_KEY: &[(&str, &str)] = &[
+    ("PMI_RANK", "0"),
+    ("PMI_SIZE", "2"),
+    ("RDMADIAG_COORDINATOR", "127.0.0.1:1"),
+    ("RDMADIAG_FABRIC_KEY", "0123456789abcdef0123"),
+];
+
 #[test]
 fn launch_mistakes_are_usage_errors() {
     let run = |args: &[&str], env: &[(&str, &str)]| {
@@ -828,6 +836,44 @@ fn launch_mistakes_are_usage_errors() {
             ],
             "at least 16",
         ),
+        // Inputs that once panicked, hung, or were taken as something else (issue 31).
+        (
+            &["--timeout", "2049638230412172402s"],
+            HYDRA_WITH_KEY,
+            "longer than 30 days",
+        ),
+        (&["--coordinator", "[x]:0"], HYDRA_WITH_KEY, "IPv6"),
+        (&["--coordinator", "[]"], HYDRA_WITH_KEY, "IPv6"),
+        (&["--coordinator", "[::1]:0"], HYDRA_WITH_KEY, "HOST[:PORT]"),
+        (
+            &[],
+            &[
+                ("SLURM_PROCID", "0"),
+                ("SLURM_NTASKS", "4294967295"),
+                ("SLURM_NODELIST", "a,b"),
+                ("RDMADIAG_FABRIC_KEY", "0123456789abcdef0123"),
+            ],
+            "at most 65536",
+        ),
+        (
+            &[],
+            &[
+                ("PMI_RANK", "0"),
+                ("PMI_SIZE", "2"),
+                ("RDMADIAG_COORDINATOR", "h"),
+                ("RDMADIAG_FABRIC_KEY", "                "),
+            ],
+            "anyone could guess",
+        ),
+        (
+            &[
+                "--hosts",
+                "n[1-999999,1-999999,1-999999,1-999999,1-999999,1-999999,1-999999,1-999999,1-999999,1-999999,1-999999,1-999999,1-999999,1-999999,1-999999,1-999999]",
+            ],
+            &[],
+            "more than 65536",
+        ),
+        (&["-n", "18446744073709551616"], HYDRA_WITH_KEY, "--iters"),
     ];
     for (args, env, says) in cases {
         let o = run(args, env);
@@ -843,6 +889,22 @@ fn launch_mistakes_are_usage_errors() {
     );
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["error"]["exit_code"], 2);
+    // The largest size and count are taken, and fail as a run would (no device here, or no
+    // peer within the timeout there), never with a panic's exit 101.
+    let o = run(
+        &[
+            "-s",
+            "4294967295",
+            "-n",
+            "18446744073709551615",
+            "--timeout",
+            "1s",
+        ],
+        HYDRA_WITH_KEY,
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
 }
 
 /// A munged of the test's own, on a private socket; stopped on drop.

@@ -248,18 +248,19 @@ impl Rounds {
     fn new(json: bool, s: &PairSettings, plan: &FabricPlan) -> Rounds {
         // A rough guess: per test a connection set-up and the data at 1 GB/s.
         let bytes = s.bw_size as f64 * s.bw_iterations as f64;
-        let per_test = |secs: f64| Duration::from_secs_f64(0.5 + secs);
+        // Saturating: -s and -n at their limits make an estimate of centuries, not a panic.
+        let per_test = |secs: f64| Duration::try_from_secs_f64(0.5 + secs).unwrap_or(Duration::MAX);
         let mut per_round = Duration::ZERO;
         let mut what = Vec::new();
         if s.bw {
-            per_round += 2 * per_test(bytes / 1e9);
+            per_round = per_round.saturating_add(per_test(bytes / 1e9).saturating_mul(2));
             what.push(format!(
                 "bw {} B x {} both ways",
                 s.bw_size, s.bw_iterations
             ));
         }
         if s.lat {
-            per_round += per_test(s.lat_iterations as f64 * 20e-6);
+            per_round = per_round.saturating_add(per_test(s.lat_iterations as f64 * 20e-6));
             what.push(format!("lat {} B x {}", s.lat_size, s.lat_iterations));
         }
         Rounds {
@@ -285,7 +286,10 @@ impl Progress for Rounds {
             return;
         }
         let about = humantime::format_duration(Duration::from_secs(
-            (self.estimate_per_round * rounds as u32).as_secs().max(1),
+            self.estimate_per_round
+                .saturating_mul(u32::try_from(rounds).unwrap_or(u32::MAX))
+                .as_secs()
+                .max(1),
         ));
         eprintln!(
             "rdmadiag: fabric: {}: {pairs} pairs in {rounds} rounds, about {about} ({})",

@@ -9,27 +9,54 @@
 
 use anyhow::{Result, bail};
 
-/// The most names one list may expand to: a typo such as `n[1-99999999]` is refused instead
-/// of allocating gigabytes.
-pub const MAX_HOSTS: usize = 1 << 20;
+/// The most names one list may expand to (and the most ranks a run takes): a typo such as
+/// `n[1-99999999]` is refused before anything is allocated for it, however the ranges combine.
+pub const MAX_HOSTS: usize = 1 << 16;
 
-/// Expand a hostlist into its names, in order, duplicates kept (as scontrol keeps them).
+/// The longest host name (a DNS name has at most 253 characters).
+const MAX_NAME_LEN: usize = 255;
+
+/// Expand a hostlist into its names, in order, duplicates kept (as scontrol keeps them). The
+/// number of names is counted before any is made, so a list's memory is bounded by
+/// [`MAX_HOSTS`] names whatever it holds.
 pub fn expand(list: &str) -> Result<Vec<String>> {
     let list = list.trim();
     if list.is_empty() {
         bail!("the host list is empty");
     }
-    let mut names = Vec::new();
-    for item in split_items(list)? {
+    let shown = shorten(list);
+    let mut items = Vec::new();
+    let mut total = 0usize;
+    for item in split_items(list).map_err(|e| anyhow::anyhow!("host list '{shown}' {e}"))? {
         if item.is_empty() {
-            bail!("host list '{list}' has an empty item (two commas, or one at an end)");
+            bail!("host list '{shown}' has an empty item (two commas, or one at an end)");
         }
-        expand_item(item, &mut names).map_err(|e| anyhow::anyhow!("host list '{list}': {e}"))?;
-        if names.len() > MAX_HOSTS {
-            bail!("host list '{list}' expands to more than {MAX_HOSTS} names");
+        let parsed = parse_item(item).map_err(|e| anyhow::anyhow!("host list '{shown}': {e}"))?;
+        if parsed.longest_name() > MAX_NAME_LEN {
+            bail!(
+                "host list '{shown}' makes names longer than {MAX_NAME_LEN} characters, the \
+                 longest a host name has"
+            );
         }
+        total = total.saturating_add(parsed.count());
+        if total > MAX_HOSTS {
+            bail!("host list '{shown}' expands to more than {MAX_HOSTS} names");
+        }
+        items.push(parsed);
+    }
+    let mut names = Vec::with_capacity(total);
+    for item in &items {
+        item.expand_into(&mut names);
     }
     Ok(names)
+}
+
+/// A list (or a part of it) as an error message shows it: at most 40 characters.
+fn shorten(list: &str) -> String {
+    match list.char_indices().nth(40) {
+        Some((i, _)) => format!("{}... ({} characters)", &list[..i], list.len()),
+        None => list.to_string(),
+    }
 }
 
 /// Split at the commas that are outside brackets.
@@ -37,9 +64,9 @@ fn split_items(list: &str) -> Result<Vec<&str>> {
     let (mut items, mut depth, mut start) = (Vec::new(), 0usize, 0);
     for (i, ch) in list.char_indices() {
         match ch {
-            '[' if depth > 0 => bail!("host list '{list}' nests a '[' inside brackets"),
+            '[' if depth > 0 => bail!("nests a '[' inside brackets"),
             '[' => depth = 1,
-            ']' if depth == 0 => bail!("host list '{list}' closes a ']' it never opened"),
+            ']' if depth == 0 => bail!("closes a ']' it never opened"),
             ']' => depth = 0,
             ',' if depth == 0 => {
                 items.push(list[start..i].trim());
@@ -49,62 +76,123 @@ fn split_items(list: &str) -> Result<Vec<&str>> {
         }
     }
     if depth > 0 {
-        bail!("host list '{list}' leaves a '[' unclosed");
+        bail!("leaves a '[' unclosed");
     }
     items.push(list[start..].trim());
     Ok(items)
 }
 
-/// One item: literal text and bracket groups, expanded as a product.
-fn expand_item(item: &str, out: &mut Vec<String>) -> Result<()> {
-    let mut partial = vec![String::new()];
+/// One `LOW-HIGH` range of a bracket group (a single number is LOW = HIGH), zero-padded to
+/// `width` digits.
+struct Range {
+    low: u64,
+    high: u64,
+    width: usize,
+}
+
+/// One item parsed: literal text before each bracket group, the groups, and the suffix.
+struct Item<'a> {
+    groups: Vec<(&'a str, Vec<Range>)>,
+    suffix: &'a str,
+}
+
+impl Item<'_> {
+    /// The length of its longest name.
+    fn longest_name(&self) -> usize {
+        self.groups
+            .iter()
+            .map(|(literal, ranges)| {
+                let digits = ranges
+                    .iter()
+                    .map(|r| r.width.max(r.high.to_string().len()))
+                    .max()
+                    .unwrap_or(0);
+                literal.len() + digits
+            })
+            .sum::<usize>()
+            + self.suffix.len()
+    }
+
+    /// How many names the item makes (saturating: compared against [`MAX_HOSTS`] only).
+    fn count(&self) -> usize {
+        self.groups.iter().fold(1usize, |n, (_, ranges)| {
+            n.saturating_mul(ranges.iter().fold(0usize, |c, r| {
+                c.saturating_add(usize::try_from(r.high - r.low).unwrap_or(usize::MAX))
+                    .saturating_add(1)
+            }))
+        })
+    }
+
+    /// Append its names, the last group varying fastest.
+    fn expand_into(&self, out: &mut Vec<String>) {
+        let mut partial = vec![String::new()];
+        for (literal, ranges) in &self.groups {
+            partial = partial
+                .iter()
+                .flat_map(|p| {
+                    ranges.iter().flat_map(move |r| {
+                        let width = r.width;
+                        (r.low..=r.high).map(move |n| format!("{p}{literal}{n:0width$}"))
+                    })
+                })
+                .collect();
+        }
+        out.extend(partial.into_iter().map(|p| format!("{p}{}", self.suffix)));
+    }
+}
+
+/// One item: literal text and bracket groups (the brackets were checked by `split_items`).
+fn parse_item(item: &str) -> Result<Item<'_>> {
+    let shown = shorten(item);
+    let mut groups = Vec::new();
     let mut rest = item;
     while let Some(open) = rest.find('[') {
-        let close = open
-            + rest[open..]
-                .find(']')
-                .expect("split_items checked the brackets");
-        let literal = &rest[..open];
-        let values = group_values(&rest[open + 1..close])?;
-        if partial.len().saturating_mul(values.len()) > MAX_HOSTS {
-            bail!("'{item}' expands to more than {MAX_HOSTS} names");
-        }
-        partial = partial
-            .iter()
-            .flat_map(|p| values.iter().map(move |v| format!("{p}{literal}{v}")))
-            .collect();
+        let Some(len) = rest[open..].find(']') else {
+            bail!("'{shown}' leaves a '[' unclosed");
+        };
+        let close = open + len;
+        groups.push((&rest[..open], parse_group(&rest[open + 1..close])?));
         rest = &rest[close + 1..];
     }
     if rest.contains(']') {
-        bail!("'{item}' has a ']' without its '['");
+        bail!("'{shown}' has a ']' without its '['");
     }
-    out.extend(partial.into_iter().map(|p| format!("{p}{rest}")));
-    Ok(())
+    Ok(Item {
+        groups,
+        suffix: rest,
+    })
 }
 
-/// The values of one bracket group, zero-padded as the low bounds say.
-fn group_values(group: &str) -> Result<Vec<String>> {
-    let mut values = Vec::new();
+/// The ranges of one bracket group, zero-padded as the low bounds say.
+fn parse_group(group: &str) -> Result<Vec<Range>> {
+    let g = shorten(group);
+    let mut ranges = Vec::new();
+    let mut count = 0u64;
     for part in group.split(',') {
         let part = part.trim();
+        let pt = shorten(part);
         let (low, high) = part.split_once('-').unwrap_or((part, part));
         let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
         if !digits(low) || !digits(high) {
-            bail!("'[{group}]' holds '{part}', which is neither a number nor a range LOW-HIGH");
+            bail!("'[{g}]' holds '{pt}', which is neither a number nor a range LOW-HIGH");
         }
         let (Ok(lo), Ok(hi)) = (low.parse::<u64>(), high.parse::<u64>()) else {
-            bail!("'[{group}]': the numbers in '{part}' are too large");
+            bail!("'[{g}]': the numbers in '{pt}' are too large");
         };
         if hi < lo {
-            bail!("'[{group}]': the range '{part}' runs backwards");
+            bail!("'[{g}]': the range '{pt}' runs backwards");
         }
-        if hi - lo >= MAX_HOSTS as u64 {
-            bail!("'[{group}]': the range '{part}' holds more than {MAX_HOSTS} numbers");
+        count = count.saturating_add(hi - lo).saturating_add(1);
+        if count > MAX_HOSTS as u64 {
+            bail!("'[{g}]' holds more than {MAX_HOSTS} numbers");
         }
-        let width = low.len();
-        values.extend((lo..=hi).map(|n| format!("{n:0width$}")));
+        ranges.push(Range {
+            low: lo,
+            high: hi,
+            width: low.len(),
+        });
     }
-    Ok(values)
+    Ok(ranges)
 }
 
 #[cfg(test)]
@@ -163,10 +251,35 @@ mod tests {
             ("n[]", "neither a number"),
             ("n[1-99999999]", "more than"),
             ("n[1-2000]x[1-2000]", "more than"),
+            ("n[1-65536],m[1]", "more than 65536 names"),
+            ("n[1-40000,1-40000]", "more than 65536 numbers"),
+            (
+                format!("n[{}1-2]", "0".repeat(300)).as_str(),
+                "longer than 255",
+            ),
+            ("x".repeat(256).as_str(), "longer than 255"),
         ] {
             let e = format!("{:#}", expand(bad).unwrap_err());
             assert!(e.contains(says), "{bad}: {e}");
         }
+    }
+
+    /// Lists that once allocated gigabytes before they were refused (16 ranges of a million in
+    /// 162 characters; 64 of them): refused by counting, at once; the largest list allowed
+    /// still expands.
+    #[test]
+    fn huge_lists_are_refused_before_anything_is_allocated() {
+        let group = vec!["1-999999"; 64].join(",");
+        for list in [format!("n[{group}]"), format!("a[1-9999]b[{group}]c")] {
+            let started = std::time::Instant::now();
+            let e = format!("{:#}", expand(&list).unwrap_err());
+            assert!(e.contains("more than 65536"), "{e}");
+            assert!(e.len() < 300, "the message shows the list shortened: {e}");
+            assert!(started.elapsed() < std::time::Duration::from_secs(1));
+        }
+        let all = expand(&format!("n[1-{MAX_HOSTS}]")).unwrap();
+        assert_eq!(all.len(), MAX_HOSTS);
+        assert_eq!(all[MAX_HOSTS - 1], format!("n{MAX_HOSTS}"));
     }
 
     /// The parser against Slurm's own: `scontrol show hostnames` (it needs a slurm.conf, not

@@ -4,6 +4,7 @@
 use super::hostlist;
 use crate::exit::UsageError;
 use anyhow::Result;
+use std::time::{Duration, Instant};
 
 /// The coordinator's TCP port when `--coordinator` names none.
 pub const DEFAULT_COORDINATOR_PORT: u16 = 18600;
@@ -169,6 +170,13 @@ pub fn detect(
 }
 
 fn finish(launcher: Launcher, rank: u32, size: u32, coordinator: (String, u16)) -> Result<Launch> {
+    if size as usize > hostlist::MAX_HOSTS {
+        return Err(UsageError(format!(
+            "{launcher} says {size} ranks: a fabric run takes at most {}",
+            hostlist::MAX_HOSTS
+        ))
+        .into());
+    }
     if size < 2 {
         return Err(UsageError(format!(
             "{launcher} started {size} rank(s): a fabric test needs at least 2"
@@ -186,8 +194,13 @@ fn finish(launcher: Launcher, rank: u32, size: u32, coordinator: (String, u16)) 
     })
 }
 
+/// How long matching this host against `--hosts` by address may take in all: a name that does
+/// not resolve costs a DNS timeout, and a list of a thousand such names must not take minutes.
+const ADDRESS_MATCH_BUDGET: Duration = Duration::from_secs(5);
+
 /// This host's position in `--hosts`: the entry naming its hostname (or its short name), else
-/// the one that is one of its addresses.
+/// the one that is one of its addresses (the literal addresses first, then names resolved within
+/// [`ADDRESS_MATCH_BUDGET`] in all).
 fn own_position(hosts: &[String], me: &ThisHost) -> Result<u32> {
     if hosts.len() < 2 {
         return Err(
@@ -199,9 +212,7 @@ fn own_position(hosts: &[String], me: &ThisHost) -> Result<u32> {
         .filter(|&i| hosts[i] == me.hostname || short(&hosts[i]) == short(me.hostname))
         .collect();
     let found = if by_name.is_empty() {
-        (0..hosts.len())
-            .filter(|&i| (me.is_local)(&hosts[i]))
-            .collect()
+        by_address(hosts, me)?
     } else {
         by_name
     };
@@ -210,7 +221,7 @@ fn own_position(hosts: &[String], me: &ThisHost) -> Result<u32> {
         [] => Err(UsageError(format!(
             "this host ({}) is not in --hosts ({}), by name or by one of its addresses",
             me.hostname,
-            hosts.join(",")
+            shown(hosts)
         ))
         .into()),
         _ => Err(UsageError(format!(
@@ -222,14 +233,64 @@ fn own_position(hosts: &[String], me: &ThisHost) -> Result<u32> {
     }
 }
 
+/// The entries that are one of this host's addresses: literal addresses first (no lookup), then,
+/// when none is, names until the budget is spent.
+fn by_address(hosts: &[String], me: &ThisHost) -> Result<Vec<usize>> {
+    let literal = |h: &str| h.parse::<std::net::IpAddr>().is_ok();
+    let mut found: Vec<usize> = (0..hosts.len())
+        .filter(|&i| literal(&hosts[i]) && (me.is_local)(&hosts[i]))
+        .collect();
+    if !found.is_empty() {
+        return Ok(found);
+    }
+    let started = Instant::now();
+    let names: Vec<usize> = (0..hosts.len()).filter(|&i| !literal(&hosts[i])).collect();
+    for (done, &i) in names.iter().enumerate() {
+        if started.elapsed() > ADDRESS_MATCH_BUDGET {
+            return Err(UsageError(format!(
+                "this host ({}) is not in --hosts ({}) by name, and resolving the names to find \
+                 its address gave up after {}s ({done} of {} names): name each host as its \
+                 hostname says, or by its address",
+                me.hostname,
+                shown(hosts),
+                ADDRESS_MATCH_BUDGET.as_secs(),
+                names.len()
+            ))
+            .into());
+        }
+        if (me.is_local)(&hosts[i]) {
+            found.push(i);
+        }
+    }
+    found.sort_unstable();
+    Ok(found)
+}
+
+/// A host list as a message shows it: the first few names and how many there are.
+fn shown(hosts: &[String]) -> String {
+    match hosts {
+        [a, b, c, _, ..] => format!("{a},{b},{c},... {} hosts", hosts.len()),
+        _ => hosts.join(","),
+    }
+}
+
 /// `HOST`, `HOST:PORT`, `[V6]:PORT` or a bare IPv6 address.
 pub fn parse_coordinator(s: &str) -> Result<(String, u16)> {
     let s = s.trim();
     let bad = || UsageError(format!("--coordinator '{s}' is not HOST[:PORT]"));
     if let Some(rest) = s.strip_prefix('[') {
         let (host, after) = rest.split_once(']').ok_or_else(bad)?;
+        if host.parse::<std::net::Ipv6Addr>().is_err() {
+            return Err(UsageError(format!(
+                "--coordinator '{s}': brackets hold an IPv6 address, not '{host}'"
+            ))
+            .into());
+        }
         let port = match after.strip_prefix(':') {
-            Some(p) => p.parse().map_err(|_| bad())?,
+            Some(p) => match p.parse::<u16>() {
+                Ok(p) if p > 0 => p,
+                _ => return Err(bad().into()),
+            },
             None if after.is_empty() => DEFAULT_COORDINATOR_PORT,
             None => return Err(bad().into()),
         };
@@ -385,11 +446,53 @@ mod tests {
         assert!(usage(launch(&[], flags("a,a"), "a")).contains("matches 2"));
         assert!(usage(launch(&[], flags("a"), "a")).contains("at least 2"));
         assert!(usage(launch(&[], flags("a[1-"), "a")).contains("--hosts"));
+        let e = usage(launch(&[], flags("n[1-1000]"), "c"));
+        assert!(e.contains("n1,n2,n3,... 1000 hosts"), "{e}");
+    }
+
+    /// A thousand names that each cost a slow lookup: matching gives up within its budget and
+    /// says why; literal addresses are matched without any lookup.
+    #[test]
+    fn matching_by_address_is_bounded_in_time() {
+        let lookups = std::sync::atomic::AtomicUsize::new(0);
+        let slow = |h: &str| {
+            lookups.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            std::thread::sleep(Duration::from_millis(200));
+            h == "10.0.0.2"
+        };
+        let hosts = hostlist::expand("unresolvable[1-1000]").unwrap();
+        let started = Instant::now();
+        let me = ThisHost {
+            hostname: "guest",
+            is_local: &slow,
+        };
+        let e = format!("{:#}", own_position(&hosts, &me).unwrap_err());
+        assert!(e.contains("gave up after 5s"), "{e}");
+        assert!(started.elapsed() < ADDRESS_MATCH_BUDGET + Duration::from_secs(2));
+        let mut hosts = hosts;
+        hosts.push("10.0.0.2".into());
+        lookups.store(0, std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(own_position(&hosts, &me).unwrap(), 1000);
+        assert_eq!(
+            lookups.load(std::sync::atomic::Ordering::Relaxed),
+            1,
+            "a literal address matched: no name is resolved"
+        );
     }
 
     #[test]
     fn no_launcher_and_bad_values_are_usage_errors() {
         assert!(usage(launch(&[], LaunchFlags::default(), "x")).contains("no launcher"));
+        let e = usage(launch(
+            &[
+                ("SLURM_PROCID", "0"),
+                ("SLURM_NTASKS", "4294967295"),
+                ("SLURM_NODELIST", "a,b"),
+            ],
+            LaunchFlags::default(),
+            "a",
+        ));
+        assert!(e.contains("at most 65536"), "{e}");
         let e = usage(launch(
             &[("SLURM_PROCID", "x"), ("SLURM_NTASKS", "2")],
             LaunchFlags::default(),
@@ -432,7 +535,9 @@ mod tests {
             p("fe80::1").unwrap(),
             ("fe80::1".into(), DEFAULT_COORDINATOR_PORT)
         );
-        for bad in ["", "h:", "h:0", "h:x", ":5", "[::1", "[::1]x"] {
+        for bad in [
+            "", "h:", "h:0", "h:x", ":5", "[::1", "[::1]x", "[x]:0", "[]", "[::1]:0", "[h]:5",
+        ] {
             assert!(p(bad).is_err(), "{bad}");
         }
     }

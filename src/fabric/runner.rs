@@ -54,7 +54,8 @@ impl PairSettings {
 
     /// How long one pair may take at most: every test bounded by a few of its waits.
     pub fn pair_deadline(&self) -> Duration {
-        self.timeout * (3 * self.steps().len() as u32).max(1)
+        self.timeout
+            .saturating_mul((3 * self.steps().len() as u32).max(1))
     }
 
     fn spec(&self, kind: PairTestKind) -> TestSpec {

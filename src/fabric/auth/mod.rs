@@ -162,13 +162,11 @@ pub fn choose(
         });
     }
     if let Some(k) = env_key {
-        if k.len() < MIN_KEY_LEN {
-            return Err(UsageError(format!(
-                "{KEY_ENV} is {} bytes: a key needs at least {MIN_KEY_LEN} (e.g. openssl rand -hex 32)",
-                k.len()
-            ))
-            .into());
-        }
+        check_key(
+            k.as_bytes(),
+            KEY_ENV,
+            "in a file of mode 600 for --key-file, or exported",
+        )?;
         return Ok(Auth::Key {
             key: k.into_bytes(),
             source: KEY_ENV.into(),
@@ -208,7 +206,7 @@ pub fn choose(
          anyone who reaches port {} join",
         match launch.launcher {
             Launcher::OpenMpi | Launcher::Pmix => "mpirun -x RDMADIAG_FABRIC_KEY",
-            Launcher::Hydra => "mpiexec -genv RDMADIAG_FABRIC_KEY ...",
+            Launcher::Hydra => "export it, then mpiexec -genvlist RDMADIAG_FABRIC_KEY: never the key itself on a command line, where ps shows it",
             _ => "the same value everywhere",
         },
         launch.coordinator.1
@@ -216,13 +214,28 @@ pub fn choose(
     .into())
 }
 
-/// A key file: at least [`MIN_KEY_LEN`] bytes once a trailing newline is dropped, readable by
-/// its owner only (as ssh and munged insist).
+/// The largest key file read: a key is a line, not a file's worth.
+pub const MAX_KEY_FILE: u64 = 1 << 16;
+
+/// A key file: a regular file readable by its owner only (as ssh and munged insist), of at most
+/// [`MAX_KEY_FILE`] bytes, holding a key that [`check_key`] accepts once a trailing newline is
+/// dropped. Opened without blocking, so a FIFO or a device is refused, never waited on.
 pub fn read_key_file(path: &Path) -> Result<Vec<u8>> {
-    use std::os::unix::fs::PermissionsExt as _;
+    use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
     let shown = path.display();
-    let meta =
-        std::fs::metadata(path).map_err(|e| UsageError(format!("--key-file {shown}: {e}")))?;
+    let usage =
+        |what: String| anyhow::Error::from(UsageError(format!("--key-file {shown}: {what}")));
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(|e| usage(e.to_string()))?;
+    let meta = file.metadata().map_err(|e| usage(e.to_string()))?;
+    if !meta.is_file() {
+        return Err(usage(
+            "not a regular file (a key file holds the key)".into(),
+        ));
+    }
     let mode = meta.permissions().mode();
     if mode & 0o077 != 0 {
         return Err(UsageError(format!(
@@ -231,21 +244,50 @@ pub fn read_key_file(path: &Path) -> Result<Vec<u8>> {
         ))
         .into());
     }
+    if meta.len() > MAX_KEY_FILE {
+        return Err(usage(format!(
+            "{} bytes: a key file holds at most {MAX_KEY_FILE} (e.g. openssl rand -hex 32 > FILE)",
+            meta.len()
+        )));
+    }
     let mut key = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(1 << 16).read_to_end(&mut key))
-        .map_err(|e| UsageError(format!("--key-file {shown}: {e}")))?;
+    file.take(MAX_KEY_FILE + 1)
+        .read_to_end(&mut key)
+        .map_err(|e| usage(e.to_string()))?;
+    if key.len() as u64 > MAX_KEY_FILE {
+        return Err(usage(format!(
+            "more than {MAX_KEY_FILE} bytes: not a key file"
+        )));
+    }
     while key.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
         key.pop();
     }
+    check_key(&key, &format!("--key-file {shown}"), "> FILE")?;
+    Ok(key)
+}
+
+/// A key worth its name: at least [`MIN_KEY_LEN`] bytes, not only blanks, and at least 5
+/// distinct bytes (16 spaces or `aaaa...` would pass the length and guard nothing; a random hex
+/// key of 16 characters has fewer than 5 distinct ones with a chance under one in a million).
+fn check_key(key: &[u8], source: &str, to: &str) -> Result<()> {
+    let make = format!("e.g. openssl rand -hex 32 {to}");
     if key.len() < MIN_KEY_LEN {
         return Err(UsageError(format!(
-            "--key-file {shown} holds {} bytes: a key needs at least {MIN_KEY_LEN} (e.g. openssl rand -hex 32 > FILE)",
+            "{source} holds {} bytes: a key needs at least {MIN_KEY_LEN} ({make})",
             key.len()
         ))
         .into());
     }
-    Ok(key)
+    let mut seen = [false; 256];
+    key.iter().for_each(|&b| seen[b as usize] = true);
+    if key.iter().all(u8::is_ascii_whitespace) || seen.iter().filter(|s| **s).count() < 5 {
+        return Err(UsageError(format!(
+            "{source} is a key anyone could guess (blanks, or fewer than 5 distinct characters): \
+             make a random one ({make})"
+        ))
+        .into());
+    }
+    Ok(())
 }
 
 /// This process's real uid, from /proc (no unsafe outside the verbs core).
@@ -511,6 +553,32 @@ mod tests {
                 .contains("at least")
         );
         assert!(read_key_file(&dir.join("none")).is_err());
+        for (bad, says) in [
+            (b" ".repeat(16), "anyone could guess"),
+            (b"abababababababababab".to_vec(), "anyone could guess"),
+            (vec![b'k'; MAX_KEY_FILE as usize + 1], "at most 65536"),
+        ] {
+            std::fs::write(&f, &bad).unwrap();
+            let e = read_key_file(&f).unwrap_err();
+            assert!(e.is::<UsageError>() && e.to_string().contains(says), "{e}");
+        }
+        let fifo = dir.join("fifo");
+        let made = std::process::Command::new("mkfifo")
+            .arg("-m")
+            .arg("600")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let path = fifo.clone();
+        std::thread::spawn(move || tx.send(read_key_file(&path).map_err(|e| e.to_string())));
+        let e = rx
+            .recv_timeout(std::time::Duration::from_secs(5))
+            .expect("a FIFO with no writer is refused, not waited on")
+            .unwrap_err();
+        assert!(e.contains("not a regular file"), "{e}");
+        assert!(read_key_file(Path::new("/dev/null")).is_err());
         let _ = std::fs::remove_dir_all(&dir);
     }
 
