@@ -576,6 +576,7 @@ fn at_fleet_size_the_text_is_suspects_a_sorted_summary_and_histograms_not_matric
         retests: v.retests,
         missing: Vec::new(),
         missing_reasons: Vec::new(),
+        refused: Vec::new(),
         exit_code: 3,
     };
     let settings = FabricSettings {

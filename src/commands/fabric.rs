@@ -112,6 +112,9 @@ pub fn run(args: &FabricArgs) -> Result<u8> {
             eprintln!("rdmadiag: rank {rank}: {line}");
         }
     };
+    if rank == 0 {
+        fabric::fit_descriptors(plan.launch.size)?;
+    }
     let started = Instant::now();
     let progress = Rounds::new(args.output.json, &settings, &plan);
     let ran = VerbsRunner::new(settings.clone())

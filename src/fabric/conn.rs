@@ -1,12 +1,17 @@
 //! The coordinator's connections: each one's reader thread (the challenge, the credential, the
-//! hello, then every sealed line, all bounded), and the rendezvous that accepts them, at most
-//! `size` + [`SLACK`] waiting at once, until every rank has joined or the deadline.
+//! hello, then every sealed line, all bounded), and the rendezvous that accepts them until every
+//! rank has joined or the deadline. A connection that has not proved itself holds one of at most
+//! `size - joined` + [`SLACK`] slots, for [`HELLO_TIMEOUT`] in all; once it has held it for
+//! [`EVICT_AFTER`] a newer connection takes it, so slow senders cannot keep a rank out. Every
+//! refused, expired or evicted connection is closed at once (its descriptor freed), and counted
+//! by address and reason for the report.
 
 use super::auth::{self, Auth, Direction, Proof, Sealer};
 use super::coordinator::{CoordinatorConfig, Progress};
 use super::protocol::{self, Hello, ToCoordinator, ToRank};
-use anyhow::{Context as _, Result, bail};
-use std::collections::{BTreeMap, BTreeSet};
+use crate::report::fabric::RefusedConnections;
+use anyhow::{Context as _, Result};
+use std::collections::BTreeMap;
 use std::io::{BufReader, ErrorKind};
 use std::net::{IpAddr, TcpListener, TcpStream};
 use std::sync::mpsc;
@@ -15,7 +20,7 @@ use std::time::{Duration, Instant};
 pub(super) enum Event {
     /// A rank proved itself and said hello.
     Joined(Box<(Hello, Sealer)>),
-    /// A connection failed its credential or hello (why, naming the address).
+    /// A connection failed its credential or hello (why).
     Refused(String),
     Msg(ToCoordinator),
     Closed(String),
@@ -31,13 +36,13 @@ pub(super) struct Conn {
     pub(super) peer: Option<IpAddr>,
 }
 
-/// What the rendezvous ends with: every connection (by id), the ranks that joined and on
-/// which connection, and what was refused.
+/// What the rendezvous ends with: the joined ranks' connections (by id), their hellos and
+/// which connection each came on, and what was refused.
 pub(super) struct Rendezvous {
-    pub(super) conns: Vec<Conn>,
+    pub(super) conns: BTreeMap<usize, Conn>,
     pub(super) hellos: BTreeMap<u32, Hello>,
     pub(super) bound: BTreeMap<u32, usize>,
-    pub(super) refused: Vec<String>,
+    pub(super) refused: Vec<RefusedConnections>,
 }
 
 /// Stack of each connection's reader thread: it only parses lines.
@@ -46,43 +51,62 @@ const READER_STACK: usize = 128 * 1024;
 /// Connections beyond the ranks still to join that may wait for their hello at once.
 pub const SLACK: usize = 8;
 
-/// The longest a connection may take to send its credential and hello.
-const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+/// The longest a connection may take to send its credential and hello, in all.
+pub const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a connection holds its slot against newer ones: a rank's handshake takes
+/// milliseconds; one slower than this gives its slot up when the slots are full.
+pub const EVICT_AFTER: Duration = Duration::from_secs(1);
+
+/// The open files a coordinator of `size` ranks needs: two per connection that may be open at
+/// once (its own and its reader's), and some for the rest of the process.
+pub fn descriptors_needed(size: u32) -> u64 {
+    2 * (2 * size as u64 + SLACK as u64) + 64
+}
+
+/// Make room for a coordinator of `size` ranks: raise the open-file soft limit to the hard
+/// one when it is below what the run needs; fail, naming both, when the hard limit is too.
+pub fn fit_descriptors(size: u32) -> Result<()> {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let need = descriptors_needed(size);
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).context("getrlimit(RLIMIT_NOFILE)")?;
+    if soft >= need {
+        return Ok(());
+    }
+    if hard < need {
+        anyhow::bail!(
+            "rank 0 needs about {need} open files to coordinate {size} ranks, and this process \
+             may open {hard} at most (its hard limit): raise it (ulimit -Hn, systemd's \
+             LimitNOFILE=, or limits.conf)"
+        );
+    }
+    setrlimit(Resource::RLIMIT_NOFILE, hard, hard).with_context(|| {
+        format!("raising the open-file limit from {soft} to {hard} for {size} ranks")
+    })
+}
 
 /// A connection's reader: the challenge, the proof, the hello, then every sealed line.
 fn spawn_reader(
     id: usize,
-    mut stream: TcpStream,
+    stream: TcpStream,
     auth: Auth,
     tx: mpsc::Sender<(usize, Event)>,
 ) -> Result<()> {
-    let from = stream
-        .peer_addr()
-        .map_or_else(|_| "an unknown address".into(), |a| a.to_string());
     std::thread::Builder::new()
         .name(format!("fabric-conn-{id}"))
         .stack_size(READER_STACK)
         .spawn(move || {
-            let mut lines = BufReader::new(match stream.try_clone() {
-                Ok(s) => s,
-                Err(e) => {
-                    let _ = tx.send((id, Event::Refused(format!("{from}: {e}"))));
-                    return;
-                }
-            });
+            let mut lines = BufReader::new(&stream);
             let mut buf = Vec::new();
-            let refuse = |stream: &mut TcpStream, why: String| {
+            let refuse = |mut stream: &TcpStream, why: String| {
                 let _ = protocol::send(
-                    stream,
+                    &mut stream,
                     &ToRank::Abort {
                         reason: why.clone(),
                     },
                 );
                 let _ = stream.shutdown(std::net::Shutdown::Both);
-                let _ = tx.send((
-                    id,
-                    Event::Refused(format!("a connection from {from}: {why}")),
-                ));
+                let _ = tx.send((id, Event::Refused(why)));
             };
             let waiting = |e: anyhow::Error| {
                 let timed_out = e.downcast_ref::<std::io::Error>().is_some_and(|e| {
@@ -99,13 +123,10 @@ fn spawn_reader(
             };
             let (greeting, nonce) = match auth::challenge(&auth) {
                 Ok(c) => c,
-                Err(e) => return refuse(&mut stream, format!("{e:#}")),
+                Err(e) => return refuse(&stream, format!("{e:#}")),
             };
-            if let Err(e) = protocol::send(&mut stream, &greeting) {
-                return refuse(
-                    &mut stream,
-                    format!("could not be sent its challenge ({e})"),
-                );
+            if let Err(e) = protocol::send(&mut &stream, &greeting) {
+                return refuse(&stream, format!("could not be sent its challenge ({e})"));
             }
             let verified = match auth::read_plain::<Proof>(&mut lines, &mut buf) {
                 Ok(p) => auth::verify(&auth, &nonce, &p),
@@ -113,7 +134,7 @@ fn spawn_reader(
             };
             let verified = match verified {
                 Ok(v) => v,
-                Err(e) => return refuse(&mut stream, format!("{e:#}")),
+                Err(e) => return refuse(&stream, format!("{e:#}")),
             };
             let (mut sealer, mut opener) = auth::channel(verified.session, Direction::ToRank);
             let hello = match protocol::read_line(&mut lines, &mut buf) {
@@ -139,16 +160,13 @@ fn spawn_reader(
                 Ok(h) => h,
                 Err(why) => {
                     let _ = sealer.send(
-                        &mut stream,
+                        &mut &stream,
                         &ToRank::Abort {
                             reason: why.clone(),
                         },
                     );
                     let _ = stream.shutdown(std::net::Shutdown::Both);
-                    let _ = tx.send((
-                        id,
-                        Event::Refused(format!("a connection from {from}: {why}")),
-                    ));
+                    let _ = tx.send((id, Event::Refused(why)));
                     return;
                 }
             };
@@ -183,6 +201,187 @@ fn spawn_reader(
     Ok(())
 }
 
+/// The most distinct (address, reason) entries kept; beyond them refusals are counted in one.
+const MAX_REFUSAL_ENTRIES: usize = 64;
+
+/// Refused connections, counted by address and reason in the order first seen; the first of
+/// each is shown as it happens (`Progress::refused`).
+struct Refusals<'a> {
+    list: Vec<RefusedConnections>,
+    progress: &'a dyn Progress,
+}
+
+impl Refusals<'_> {
+    fn add(&mut self, address: Option<IpAddr>, reason: String) {
+        let mut address = address.map_or_else(|| "-".to_string(), |a| a.to_string());
+        let mut reason = reason;
+        if self.list.len() >= MAX_REFUSAL_ENTRIES
+            && !self
+                .list
+                .iter()
+                .any(|r| r.address == address && r.reason == reason)
+        {
+            (address, reason) = ("-".into(), "other refusals (too many kinds to list)".into());
+        }
+        if let Some(r) = self
+            .list
+            .iter_mut()
+            .find(|r| r.address == address && r.reason == reason)
+        {
+            r.count += 1;
+            return;
+        }
+        self.progress
+            .refused(&format!("a connection from {address}: {reason}"));
+        self.list.push(RefusedConnections {
+            address,
+            reason,
+            count: 1,
+        });
+    }
+}
+
+/// The connections of the rendezvous: every open one by id, those still to prove themselves
+/// with the time each was accepted, and what was refused.
+struct Slots<'a> {
+    conns: BTreeMap<usize, Conn>,
+    pending: BTreeMap<usize, Instant>,
+    refusals: Refusals<'a>,
+    next_id: usize,
+}
+
+impl Slots<'_> {
+    /// Close a connection now (its descriptor too; its reader then ends), counting why.
+    fn close(&mut self, id: usize, why: Option<String>) {
+        self.pending.remove(&id);
+        if let Some(c) = self.conns.remove(&id) {
+            let _ = c.writer.shutdown(std::net::Shutdown::Both);
+            if let Some(why) = why {
+                self.refusals.add(c.peer, why);
+            }
+        }
+    }
+
+    /// The connection that has waited longest to prove itself, and for how long.
+    fn oldest(&self) -> Option<(usize, Duration)> {
+        self.pending
+            .iter()
+            .min_by_key(|(_, since)| **since)
+            .map(|(id, since)| (*id, since.elapsed()))
+    }
+
+    /// Close every connection that has had the whole hello timeout.
+    fn expire(&mut self, hello_timeout: Duration) {
+        let late: Vec<usize> = self
+            .pending
+            .iter()
+            .filter(|(_, since)| since.elapsed() >= hello_timeout)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in late {
+            let why = format!(
+                "sent no credential and hello within {} in all",
+                humantime::format_duration(hello_timeout)
+            );
+            self.close(id, Some(why));
+        }
+    }
+
+    /// Take a new connection: its reader thread, a slot, a deadline.
+    fn admit(
+        &mut self,
+        s: TcpStream,
+        auth: &Auth,
+        tx: &mpsc::Sender<(usize, Event)>,
+        hello_timeout: Duration,
+    ) {
+        let peer = s.peer_addr().ok().map(|a| a.ip());
+        let set_up = s
+            .set_nonblocking(false)
+            .and_then(|()| s.set_write_timeout(Some(Duration::from_secs(10))))
+            .and_then(|()| s.set_read_timeout(Some(hello_timeout)))
+            .and_then(|()| s.try_clone());
+        let _ = s.set_nodelay(true);
+        let id = self.next_id;
+        self.next_id += 1;
+        let started = set_up
+            .map_err(anyhow::Error::from)
+            .and_then(|reader| spawn_reader(id, reader, auth.clone(), tx.clone()));
+        if let Err(e) = started {
+            self.refusals
+                .add(peer, format!("could not be taken ({e:#})"));
+            return;
+        }
+        self.pending.insert(id, Instant::now());
+        self.conns.insert(
+            id,
+            Conn {
+                local: s.local_addr().ok().map(|a| a.ip()),
+                peer,
+                writer: s,
+                sealer: None,
+            },
+        );
+    }
+
+    /// Accept what the listener holds. The slots are `room`: when they are full, the oldest
+    /// connection that has held one for [`EVICT_AFTER`] gives it up, else the new one is closed
+    /// unread. A failed accept (out of descriptors, a connection reset in the queue) is counted
+    /// and the listener goes on; out of descriptors, the oldest waiting connection makes room.
+    fn accept_all(
+        &mut self,
+        listener: &TcpListener,
+        room: usize,
+        auth: &Auth,
+        tx: &mpsc::Sender<(usize, Event)>,
+        hello_timeout: Duration,
+    ) {
+        loop {
+            match listener.accept() {
+                Ok((s, from)) => {
+                    if self.pending.len() >= room {
+                        match self.oldest() {
+                            Some((old, held)) if held >= EVICT_AFTER => {
+                                let why = format!(
+                                    "held a slot for {} without proving itself (given to a newer \
+                                     connection)",
+                                    humantime::format_duration(Duration::from_secs(held.as_secs()))
+                                );
+                                self.close(old, Some(why));
+                            }
+                            _ => {
+                                self.refusals.add(
+                                    Some(from.ip()),
+                                    "too many connections waiting to join at once (closed unread)"
+                                        .into(),
+                                );
+                                continue;
+                            }
+                        }
+                    }
+                    self.admit(s, auth, tx, hello_timeout);
+                }
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {
+                    return;
+                }
+                Err(e) => {
+                    let out_of_files = matches!(
+                        e.raw_os_error(),
+                        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
+                    );
+                    self.refusals
+                        .add(None, format!("the listener could not accept ({e})"));
+                    if out_of_files && let Some((old, _)) = self.oldest() {
+                        self.close(old, Some("closed to free a descriptor".into()));
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                    return;
+                }
+            }
+        }
+    }
+}
+
 /// Accept connections until every rank has joined or the rendezvous deadline; then close the
 /// listener and every connection that has not joined.
 pub(super) fn rendezvous(
@@ -192,81 +391,52 @@ pub(super) fn rendezvous(
     rx: &mpsc::Receiver<(usize, Event)>,
     tx: mpsc::Sender<(usize, Event)>,
 ) -> Result<Rendezvous> {
-    let mut conns: Vec<Conn> = Vec::new();
+    let mut slots = Slots {
+        conns: BTreeMap::new(),
+        pending: BTreeMap::new(),
+        refusals: Refusals {
+            list: Vec::new(),
+            progress,
+        },
+        next_id: 0,
+    };
     let mut hellos: BTreeMap<u32, Hello> = BTreeMap::new();
     let mut bound: BTreeMap<u32, usize> = BTreeMap::new();
-    // Connections that have not (yet) joined: each holds a reader thread until its hello
-    // deadline; beyond `size - joined + SLACK` of them a new connection is closed at once.
-    let mut pending: BTreeSet<usize> = BTreeSet::new();
-    let mut refused: Vec<String> = Vec::new();
-    let mut overflow = 0usize;
+    let hello_timeout = HELLO_TIMEOUT
+        .min(cfg.rendezvous_timeout)
+        .max(Duration::from_millis(100));
     let deadline = Instant::now() + cfg.rendezvous_timeout;
     while (hellos.len() as u32) < cfg.size && Instant::now() < deadline {
         if crate::exit::STOP.load(std::sync::atomic::Ordering::Relaxed) {
             return Err(anyhow::Error::new(crate::exit::Interrupted)
                 .context("waiting for the ranks to join"));
         }
-        loop {
-            match listener.accept() {
-                Ok((s, from)) => {
-                    let room = (cfg.size as usize - hellos.len()) + SLACK;
-                    if pending.len() >= room {
-                        overflow += 1;
-                        if overflow == 1 {
-                            let why = format!(
-                                "connections from {from} and others: more than {room} waiting \
-                                 to join at once (closed unread)"
-                            );
-                            progress.refused(&why);
-                            refused.push(why);
-                        }
-                        drop(s);
-                        continue;
-                    }
-                    s.set_nonblocking(false)?;
-                    let _ = s.set_nodelay(true);
-                    let _ = s.set_write_timeout(Some(Duration::from_secs(10)));
-                    let _ = s.set_read_timeout(Some(
-                        HELLO_TIMEOUT
-                            .min(cfg.rendezvous_timeout)
-                            .max(Duration::from_millis(100)),
-                    ));
-                    let id = conns.len();
-                    spawn_reader(id, s.try_clone()?, cfg.auth.clone(), tx.clone())?;
-                    pending.insert(id);
-                    conns.push(Conn {
-                        local: s.local_addr().ok().map(|a| a.ip()),
-                        peer: s.peer_addr().ok().map(|a| a.ip()),
-                        writer: s,
-                        sealer: None,
-                    });
-                }
-                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {
-                    break;
-                }
-                Err(e) => bail!("the coordinator's listener failed: {e}"),
-            }
-        }
+        let room = (cfg.size as usize - hellos.len()) + SLACK;
+        slots.accept_all(&listener, room, &cfg.auth, &tx, hello_timeout);
+        slots.expire(hello_timeout);
         while let Ok((id, ev)) = rx.recv_timeout(Duration::from_millis(5)) {
             let (h, sealer) = match ev {
-                Event::Joined(j) => *j,
+                Event::Joined(j) if slots.pending.remove(&id).is_some() => *j,
+                // Expired or evicted while its hello was on its way: already closed.
+                Event::Joined(_) => continue,
                 Event::Refused(why) => {
-                    pending.remove(&id);
-                    progress.refused(&why);
-                    refused.push(why);
+                    if slots.pending.contains_key(&id) {
+                        slots.close(id, Some(why));
+                    }
                     continue;
                 }
                 Event::Msg(_) | Event::Closed(_) => {
-                    pending.remove(&id);
                     if let Some(r) = bound.iter().find(|(_, c)| **c == id).map(|(r, _)| *r) {
                         bound.remove(&r);
                         hellos.remove(&r);
                     }
+                    slots.close(id, None);
                     continue;
                 }
             };
-            pending.remove(&id);
-            let conn = &mut conns[id];
+            let Some(conn) = slots.conns.get_mut(&id) else {
+                continue;
+            };
             conn.sealer = Some(sealer);
             let refuse = if h.size != cfg.size {
                 Some(format!(
@@ -292,14 +462,7 @@ pub(super) fn rendezvous(
                         },
                     );
                 }
-                let _ = conn.writer.shutdown(std::net::Shutdown::Both);
-                let why = format!(
-                    "{} ({}): {reason}",
-                    conn.peer.map_or_else(|| "?".into(), |ip| ip.to_string()),
-                    h.hostname
-                );
-                progress.refused(&why);
-                refused.push(why);
+                slots.close(id, Some(format!("{} ({reason})", h.hostname)));
                 continue;
             }
             bound.insert(h.rank, id);
@@ -308,18 +471,16 @@ pub(super) fn rendezvous(
     }
     // No one joins after the rendezvous: close the port and whatever has not joined.
     drop(listener);
-    for id in pending {
-        let _ = conns[id].writer.shutdown(std::net::Shutdown::Both);
-    }
-    if overflow > 1 {
-        let why = format!("{overflow} connections closed unread in all (too many waiting at once)");
-        progress.refused(&why);
-        refused.push(why);
+    for id in slots.pending.keys().copied().collect::<Vec<_>>() {
+        slots.close(
+            id,
+            Some("had not proved itself when the rendezvous ended".into()),
+        );
     }
     Ok(Rendezvous {
-        conns,
+        conns: slots.conns,
         hellos,
         bound,
-        refused,
+        refused: slots.refusals.list,
     })
 }

@@ -3,15 +3,17 @@
 //! does not join, dies or overruns a round is named and the run goes on without it.
 //! The messages it exchanges with the ranks are in [`super::protocol`]; who may join, in
 //! [`super::auth`]. A connection costs it a bounded amount: at most `size` + [`SLACK`]
-//! connections, each with a deadline for its credential and hello, lines of at most
-//! [`super::protocol::MAX_LINE`] bytes.
+//! connections waiting to join, each with one deadline for its credential and hello in all,
+//! lines of at most [`super::protocol::MAX_LINE`] bytes (see [`super::conn`]).
 
 use super::auth::Auth;
 use super::conn::{self, Conn, Event, Rendezvous};
 use super::protocol::{PairSide, Peer, ToCoordinator, ToRank};
 use super::schedule::{Pair, Schedule, pack};
 use super::verdict::{self, Thresholds};
-use crate::report::fabric::{Finding, HostInfo, PairResult, RetestSummary, SuspectNote, Suspects};
+use crate::report::fabric::{
+    Finding, HostInfo, PairResult, RefusedConnections, RetestSummary, SuspectNote, Suspects,
+};
 use anyhow::{Context as _, Result, bail};
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -64,6 +66,8 @@ pub struct Outcome {
     /// Names of ranks missing at the end (host names, or "rank N" for one that never joined).
     pub missing: Vec<String>,
     pub missing_reasons: Vec<String>,
+    /// Connections refused at the rendezvous, by address and reason.
+    pub refused: Vec<RefusedConnections>,
     /// The run's exit code: 1 a rank went missing (without --allow-missing), 3 something is
     /// flagged, 0 nothing.
     pub exit_code: u8,
@@ -75,7 +79,7 @@ const STOP_POLL: Duration = Duration::from_millis(200);
 /// The coordinator's state across rounds.
 struct Run<'a> {
     cfg: &'a CoordinatorConfig,
-    conns: Vec<Conn>,
+    conns: BTreeMap<usize, Conn>,
     rx: mpsc::Receiver<(usize, Event)>,
     /// rank -> connection, while the rank is live.
     live: BTreeMap<u32, usize>,
@@ -96,8 +100,12 @@ impl Run<'_> {
     }
 
     fn lose(&mut self, rank: u32, why: String) {
-        if let Some(id) = self.live.remove(&rank) {
-            let _ = self.conns[id].writer.shutdown(std::net::Shutdown::Both);
+        if let Some(c) = self
+            .live
+            .remove(&rank)
+            .and_then(|id| self.conns.remove(&id))
+        {
+            let _ = c.writer.shutdown(std::net::Shutdown::Both);
         }
         self.gone.entry(rank).or_insert(why);
     }
@@ -106,10 +114,13 @@ impl Run<'_> {
         let Some(&id) = self.live.get(&rank) else {
             return;
         };
-        let conn = &mut self.conns[id];
-        let sent = match &mut conn.sealer {
-            Some(sealer) => sealer.send(&mut conn.writer, msg),
-            None => Err(std::io::Error::other("it has not joined")),
+        let sent = match self.conns.get_mut(&id) {
+            Some(Conn {
+                sealer: Some(sealer),
+                writer,
+                ..
+            }) => sealer.send(writer, msg),
+            _ => Err(std::io::Error::other("it has not joined")),
         };
         if let Err(e) = sent {
             let why = format!(
@@ -308,7 +319,7 @@ pub fn coordinate(
     let (tx, rx) = mpsc::channel();
     let mut run = Run {
         cfg,
-        conns: Vec::new(),
+        conns: BTreeMap::new(),
         rx,
         live: BTreeMap::new(),
         hosts: BTreeMap::new(),
@@ -325,7 +336,7 @@ pub fn coordinate(
     // other hosts reached the coordinator on.
     let outside = bound
         .values()
-        .filter_map(|&id| run.conns[id].local)
+        .filter_map(|id| run.conns.get(id).and_then(|c| c.local))
         .find(|ip| !ip.is_loopback());
     let names: Vec<(u32, String)> = hellos
         .iter()
@@ -334,7 +345,7 @@ pub fn coordinate(
     let labels = labels(&names);
     for (r, h) in &hellos {
         let id = bound[r];
-        let seen = run.conns[id].peer;
+        let seen = run.conns.get(&id).and_then(|c| c.peer);
         let address = match (&h.address, seen) {
             (Some(a), _) => a.clone(),
             (None, Some(ip)) if ip.is_loopback() && outside.is_some() => {
@@ -359,11 +370,12 @@ pub fn coordinate(
         run.live.insert(*r, id);
     }
     let absent: Vec<u32> = (0..cfg.size).filter(|r| !hellos.contains_key(r)).collect();
+    let kept_out = kept_out(&refused);
     for r in &absent {
         run.gone.insert(
             *r,
             format!(
-                "rank {r} did not join within {}",
+                "rank {r} did not join within {}{kept_out}",
                 humantime::format_duration(cfg.rendezvous_timeout)
             ),
         );
@@ -382,11 +394,7 @@ pub fn coordinate(
                 ": start them, or pass --allow-missing to test without them"
             }
         );
-        let reason = if refused.is_empty() {
-            reason
-        } else {
-            format!("{reason}; refused: {}", refused.join("; "))
-        };
+        let reason = format!("{reason}{kept_out}");
         for r in run.live.keys().copied().collect::<Vec<_>>() {
             run.tell(
                 r,
@@ -437,7 +445,7 @@ pub fn coordinate(
     for r in run.live.keys().copied().collect::<Vec<_>>() {
         run.tell(r, &ToRank::Finish { exit_code });
     }
-    for c in &run.conns {
+    for c in run.conns.values() {
         let _ = c.writer.shutdown(std::net::Shutdown::Write);
     }
     Ok(Outcome {
@@ -452,6 +460,24 @@ pub fn coordinate(
         retests: v.retests,
         missing,
         missing_reasons,
+        refused,
         exit_code,
     })
+}
+
+/// What a missing rank's reason adds when connections were refused at the rendezvous: the rank
+/// may have been kept out by them, not be down.
+fn kept_out(refused: &[RefusedConnections]) -> String {
+    let count: u64 = refused.iter().map(|r| r.count).sum();
+    if count == 0 {
+        return String::new();
+    }
+    let mut from: Vec<&str> = refused.iter().map(|r| r.address.as_str()).collect();
+    from.dedup();
+    let shown = from.iter().take(3).copied().collect::<Vec<_>>().join(", ");
+    let more = if from.len() > 3 { ", ..." } else { "" };
+    format!(
+        " ({count} connection(s) were refused meanwhile, from {shown}{more}: it may have been \
+         kept out by them rather than be down; see refused)"
+    )
 }

@@ -3,6 +3,7 @@
 
 pub mod auth;
 mod conn;
+pub use conn::fit_descriptors;
 pub mod coordinator;
 pub mod hostlist;
 pub mod launcher;
@@ -132,5 +133,6 @@ pub fn report(outcome: Outcome, settings: FabricSettings, duration: Duration) ->
         host_summary,
         missing: outcome.missing,
         missing_reasons: outcome.missing_reasons,
+        refused: outcome.refused,
     }
 }

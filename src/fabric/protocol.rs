@@ -7,7 +7,6 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::{BufRead, Read as _, Write};
-use std::net::TcpStream;
 
 /// A rank's message to the coordinator.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -71,7 +70,7 @@ pub struct PairSide {
 }
 
 /// Write one message as a line.
-pub fn send<T: Serialize>(stream: &mut TcpStream, msg: &T) -> std::io::Result<()> {
+pub fn send<T: Serialize>(stream: &mut impl Write, msg: &T) -> std::io::Result<()> {
     let mut line = serde_json::to_vec(msg).map_err(std::io::Error::other)?;
     line.push(b'\n');
     stream.write_all(&line)

@@ -271,6 +271,19 @@ pub struct FabricReport {
     pub missing: Vec<String>,
     /// What happened to each missing rank, a sentence each.
     pub missing_reasons: Vec<String>,
+    /// Connections rank 0 refused at the rendezvous, by address and reason: what did not
+    /// prove it belongs to the run, or came when too many were waiting.
+    #[serde(default)]
+    pub refused: Vec<RefusedConnections>,
+}
+
+/// Connections refused at the rendezvous from one address for one reason.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefusedConnections {
+    /// The peer's IP address ("-" when the listener itself failed to accept).
+    pub address: String,
+    pub reason: String,
+    pub count: u64,
 }
 
 /// Whether a verdict fails the run: a suspect, a failing fabric-wide finding, or a scheduled

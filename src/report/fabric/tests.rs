@@ -68,6 +68,7 @@ pub(crate) fn sample() -> FabricReport {
         host_summary: vec![],
         missing: vec![],
         missing_reasons: vec![],
+        refused: vec![],
     }
 }
 

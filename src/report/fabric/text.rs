@@ -288,6 +288,23 @@ pub fn fabric_text(r: &FabricReport, style: Style) -> String {
             );
         }
     }
+    let refused: u64 = r.refused.iter().map(|x| x.count).sum();
+    if refused > 0 {
+        let _ = writeln!(
+            out,
+            "\nrefused at the rendezvous: {refused} connection(s), not this run's ranks"
+        );
+        for x in r.refused.iter().take(10) {
+            let _ = writeln!(out, "  {} x{}: {}", x.address, x.count, x.reason);
+        }
+        if r.refused.len() > 10 {
+            let _ = writeln!(
+                out,
+                "  ... {} more kinds (see --json)",
+                r.refused.len() - 10
+            );
+        }
+    }
     for m in &r.missing_reasons {
         let _ = writeln!(out, "\nmissing: {m}");
     }
