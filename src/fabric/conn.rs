@@ -36,6 +36,15 @@ pub(super) struct Conn {
     pub(super) peer: Option<IpAddr>,
 }
 
+impl Drop for Conn {
+    /// Closing a connection shuts it down, so that its reader thread (which holds a descriptor
+    /// of its own) and the rank at the other end see it at once: a run that unwinds on a signal
+    /// or an error leaves no rank waiting.
+    fn drop(&mut self) {
+        let _ = self.writer.shutdown(std::net::Shutdown::Both);
+    }
+}
+
 /// What the rendezvous ends with: the joined ranks' connections (by id), their hellos and
 /// which connection each came on, and what was refused.
 pub(super) struct Rendezvous {

@@ -94,9 +94,95 @@ pub fn read_line(r: &mut impl BufRead, buf: &mut Vec<u8>) -> std::io::Result<usi
     Ok(n)
 }
 
+/// As [`read_line`] on a socket whose read timeout is a short poll: waits through the timeouts
+/// until `deadline` (then the timeout's error), and gives up at once with an `Interrupted` error
+/// when `stop()` says so. A line cut by a poll is kept, not lost.
+pub fn read_line_polled(
+    r: &mut impl BufRead,
+    buf: &mut Vec<u8>,
+    deadline: std::time::Instant,
+    stop: &dyn Fn() -> bool,
+) -> std::io::Result<usize> {
+    use std::io::ErrorKind;
+    buf.clear();
+    loop {
+        let room = (MAX_LINE - buf.len()) as u64;
+        match r.by_ref().take(room).read_until(b'\n', buf) {
+            Ok(_) => {
+                let n = buf.len();
+                if n >= MAX_LINE && buf.last() != Some(&b'\n') {
+                    return Err(std::io::Error::new(
+                        ErrorKind::InvalidData,
+                        format!("a line longer than {MAX_LINE} bytes"),
+                    ));
+                }
+                return Ok(n);
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                ) =>
+            {
+                if stop() {
+                    return Err(std::io::Error::new(ErrorKind::Interrupted, "stopped"));
+                }
+                if std::time::Instant::now() >= deadline {
+                    return Err(std::io::Error::new(ErrorKind::TimedOut, e));
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Read;
+
+    /// A reader that times out between its chunks, as a socket with a short read timeout does.
+    struct Chunks(Vec<Vec<u8>>);
+    impl Read for Chunks {
+        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+            match self.0.first_mut() {
+                None => Ok(0),
+                Some(c) if c.is_empty() => {
+                    self.0.remove(0);
+                    Err(std::io::ErrorKind::WouldBlock.into())
+                }
+                Some(c) => {
+                    let n = c.len().min(out.len());
+                    out[..n].copy_from_slice(&c[..n]);
+                    c.drain(..n);
+                    Ok(n)
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_polled_line_survives_its_timeouts_and_stops_when_asked() {
+        let far = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let chunks = || Chunks(vec![b"ab".to_vec(), vec![], b"c\nnext".to_vec()]);
+        let mut r = std::io::BufReader::with_capacity(1, chunks());
+        let mut buf = Vec::new();
+        assert_eq!(
+            read_line_polled(&mut r, &mut buf, far, &|| false).unwrap(),
+            4
+        );
+        assert_eq!(buf, b"abc\n");
+        let mut r = std::io::BufReader::with_capacity(1, chunks());
+        let e = read_line_polled(&mut r, &mut buf, far, &|| true).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::Interrupted);
+        let mut r = std::io::BufReader::with_capacity(1, chunks());
+        let past = std::time::Instant::now();
+        let e = read_line_polled(&mut r, &mut buf, past, &|| false).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::TimedOut);
+        let mut r = std::io::BufReader::new(std::io::Cursor::new(vec![b'x'; MAX_LINE * 2]));
+        let e = read_line_polled(&mut r, &mut buf, far, &|| false).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
+    }
 
     #[test]
     fn lines_are_bounded() {

@@ -52,6 +52,9 @@ pub struct RankConfig {
     pub auth: Auth,
 }
 
+/// How often a wait looks whether a signal asked the run to stop.
+const STOP_POLL: Duration = Duration::from_millis(200);
+
 /// Dial the coordinator, retrying with backoff (50 ms doubling to 1 s) until the deadline.
 pub fn connect(cfg: &RankConfig) -> Result<TcpStream> {
     let (host, port) = &cfg.coordinator;
@@ -59,6 +62,10 @@ pub fn connect(cfg: &RankConfig) -> Result<TcpStream> {
     let mut backoff = Duration::from_millis(50);
     let mut last = String::from("no attempt");
     loop {
+        if crate::exit::STOP.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(anyhow::Error::new(crate::exit::Interrupted)
+                .context(format!("dialling the fabric coordinator at {host}:{port}")));
+        }
         let addrs: Vec<SocketAddr> = match (host.as_str(), *port).to_socket_addrs() {
             Ok(a) => a.collect(),
             Err(e) => {
@@ -164,12 +171,21 @@ pub fn run_rank(
         .send(&mut stream, &hello)
         .context("telling the coordinator this rank's address")?;
     let mut authenticated = false;
+    // Every wait polls for a signal (SIGTERM during the rendezvous left a rank waiting for
+    // the whole of it).
+    stream.set_read_timeout(Some(STOP_POLL))?;
+    let stop = || crate::exit::STOP.load(std::sync::atomic::Ordering::Relaxed);
     loop {
-        match protocol::read_line(&mut lines, &mut buf) {
+        let deadline = Instant::now() + cfg.wait_timeout;
+        match protocol::read_line_polled(&mut lines, &mut buf, deadline, &stop) {
             Ok(0) => {
                 bail!("the fabric coordinator closed the connection before the end of the run")
             }
             Ok(_) => {}
+            Err(e) if e.kind() == ErrorKind::Interrupted => {
+                return Err(anyhow::Error::new(crate::exit::Interrupted)
+                    .context("waiting for the fabric coordinator"));
+            }
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => bail!(
                 "no word from the fabric coordinator within {}",
                 humantime::format_duration(cfg.wait_timeout)
