@@ -15,7 +15,7 @@
 
 use rdmadiag::fabric::coordinator::Outcome;
 use rdmadiag::fabric::schedule::{Pattern, Schedule};
-use rdmadiag::fabric::verdict::{Thresholds, Verdict, judge};
+use rdmadiag::fabric::verdict::{Figures, Sheet, Thresholds, Verdict, judge, judge_sheet};
 use rdmadiag::report::Style;
 use rdmadiag::report::fabric::{FabricSettings, HostInfo, fabric_text};
 use rdmadiag::report::fabric::{PairResult, Suspects};
@@ -162,24 +162,32 @@ impl Fabric {
         }
     }
 
-    fn pair(&self, a: u32, b: u32, round: u32, rng: &mut Rng) -> PairResult {
+    /// A pair's figures and counters (a is the lower rank): rxe retransmits on every pair,
+    /// +1..+13 and +1..+6 of two counters on a, as the lab shows.
+    fn measure(&self, a: u32, b: u32, rng: &mut Rng) -> (u32, u32, Figures, [u64; 2]) {
         let (a, b) = (a.min(b), a.max(b));
-        // rxe retransmits on every pair: +1..+13 of two counters, as the lab shows.
-        let mut counters = BTreeMap::new();
-        let mut moved = BTreeMap::new();
-        moved.insert("completer_retry_err".to_string(), 1 + rng.next() % 13);
-        moved.insert("duplicate_request".to_string(), 1 + rng.next() % 6);
-        counters.insert(name(a), moved);
+        let rises = [1 + rng.next() % 13, 1 + rng.next() % 6];
+        let f = Figures {
+            bw_gbps: Some(self.bw(a, b, rng)),
+            bw_gbps_reverse: Some(self.bw(b, a, rng)),
+            lat_us: Some(LAT * self.wobble(rng, true)),
+        };
+        (a, b, f, rises)
+    }
+
+    fn pair(&self, a: u32, b: u32, round: u32, rng: &mut Rng) -> PairResult {
+        let (a, b, f, rises) = self.measure(a, b, rng);
+        let moved = COUNTERS.iter().map(|c| c.to_string()).zip(rises).collect();
         PairResult {
             a: name(a),
             b: name(b),
             a_rank: a,
             b_rank: b,
             round,
-            bw_gbps: Some(self.bw(a, b, rng)),
-            bw_gbps_reverse: Some(self.bw(b, a, rng)),
-            lat_us: Some(LAT * self.wobble(rng, true)),
-            counters,
+            bw_gbps: f.bw_gbps,
+            bw_gbps_reverse: f.bw_gbps_reverse,
+            lat_us: f.lat_us,
+            counters: [(name(a), moved)].into(),
             error: None,
             flagged: false,
             reason: None,
@@ -187,6 +195,9 @@ impl Fabric {
         }
     }
 }
+
+/// The counters that rise on every pair.
+const COUNTERS: [&str; 2] = ["completer_retry_err", "duplicate_request"];
 
 fn name(r: u32) -> String {
     format!("h{r:04}")
@@ -371,16 +382,21 @@ fn named(s: &Suspects) -> BTreeSet<String> {
 
 /// One run: the fabric's scheduled pairs, judged with the defaults, retests from the model.
 fn run(f: &Fabric, t: &Thresholds) -> (Suspects, bool) {
-    let (v, _) = judged(f, t);
+    let (v, ..) = judged_lean(f, t);
     let fails = v.findings.iter().any(|x| x.fails);
     (v.suspects, fails)
 }
 
-/// The fabric's scheduled pairs and retests, and the verdict on them.
+/// The seeded generator of a fabric's figures.
+fn rng_of(f: &Fabric) -> Rng {
+    Rng(f.seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ f.n as u64)
+}
+
+/// The fabric's scheduled pairs and retests as results, and the verdict on them (what the
+/// coordinator does).
 fn judged(f: &Fabric, t: &Thresholds) -> (Verdict, Vec<PairResult>) {
-    let seed = f.seed;
-    let mut rng = Rng(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ f.n as u64);
-    let schedule = Schedule::new(f.pattern, f.n, seed);
+    let mut rng = rng_of(f);
+    let schedule = Schedule::new(f.pattern, f.n, f.seed);
     let mut pairs = Vec::with_capacity(schedule.pairs());
     for r in 0..schedule.rounds() {
         for (a, b) in schedule.round(r) {
@@ -399,6 +415,39 @@ fn judged(f: &Fabric, t: &Thresholds) -> (Verdict, Vec<PairResult>) {
     })
     .expect("the simulated retests cannot fail");
     (verdict, pairs)
+}
+
+/// [`judged`] lean: the scheduled pairs straight into a sheet (no result with names for each
+/// of a fleet's millions of pairs), the same figures, the same verdict. Returns the verdict,
+/// the sheet, the retests' results and how long the verdict took.
+fn judged_lean(
+    f: &Fabric,
+    t: &Thresholds,
+) -> (Verdict, Sheet, Vec<PairResult>, std::time::Duration) {
+    let mut rng = rng_of(f);
+    let schedule = Schedule::new(f.pattern, f.n, f.seed);
+    let ranks: Vec<(u32, String)> = (0..f.n).map(|r| (r, name(r))).collect();
+    let mut sheet = Sheet::new(&ranks);
+    let ids = COUNTERS.map(|c| sheet.counter(c));
+    for r in 0..schedule.rounds() {
+        for (a, b) in schedule.round(r) {
+            let (a, b, figures, rises) = f.measure(a, b, &mut rng);
+            let rises = [(a, ids[0], rises[0]), (a, ids[1], rises[1])];
+            sheet.push(a, b, figures, None, &rises);
+        }
+    }
+    let rounds = schedule.rounds() as u32;
+    let start = std::time::Instant::now();
+    let (verdict, retests) = judge_sheet(&sheet, &ranks, &BTreeSet::new(), t, |retests| {
+        Ok::<_, ()>(
+            retests
+                .into_iter()
+                .map(|(a, b)| f.pair(a, b, rounds + 1, &mut rng))
+                .collect(),
+        )
+    })
+    .expect("the simulated retests cannot fail");
+    (verdict, sheet, retests, start.elapsed())
 }
 
 fn env_list<T: std::str::FromStr>(var: &str, default: &str) -> Vec<T> {
@@ -439,6 +488,7 @@ fn the_verdict_finds_every_planted_fault_and_no_false_suspect_up_to_512_hosts() 
         "hosts", "noise", "case", "seed", "found", "missed", "false"
     );
     let mut runs = 0;
+    let (mut slowest, mut spent) = (std::time::Duration::ZERO, std::time::Duration::ZERO);
     for &n in &sizes {
         for noise in [Noise::Uniform(0.05), Noise::Uniform(0.20), Noise::Lab] {
             for case in CASES.iter().filter(|c| n >= c.min_hosts) {
@@ -446,7 +496,9 @@ fn the_verdict_finds_every_planted_fault_and_no_false_suspect_up_to_512_hosts() 
                 for &seed in seeds {
                     let mut f = Fabric::healthy(n, noise, pattern, seed);
                     let expected = (case.plant)(&mut f);
-                    let (v, pairs) = judged(&f, &Thresholds::default());
+                    let (v, sheet, retests, took) = judged_lean(&f, &Thresholds::default());
+                    slowest = slowest.max(took);
+                    spent += took;
                     let fails = v.findings.iter().any(|x| x.fails);
                     let suspects = v.suspects.clone();
                     runs += 1;
@@ -488,17 +540,20 @@ fn the_verdict_finds_every_planted_fault_and_no_false_suspect_up_to_512_hosts() 
                         ));
                         if n <= 8 {
                             // What the verdict saw, for whoever reads the failure.
-                            let scheduled: Vec<String> = pairs
+                            let ratio = |x: Option<f64>| x.unwrap_or(0.0) / BW;
+                            let scheduled: Vec<String> = sheet
+                                .figs()
                                 .iter()
                                 .map(|p| {
-                                    format!(
-                                        "    {}{} - {} {:.3} / {:.3}",
-                                        if p.retested { "retest " } else { "" },
-                                        p.a,
-                                        p.b,
-                                        p.bw_gbps.unwrap_or(0.0) / BW,
-                                        p.bw_gbps_reverse.unwrap_or(0.0) / BW
-                                    )
+                                    let (a, b) = (sheet.name(p.a), sheet.name(p.b));
+                                    (String::new(), a, b, ratio(p.bw()), ratio(p.bw_reverse()))
+                                })
+                                .chain(retests.iter().map(|p| {
+                                    let (x, y) = (ratio(p.bw_gbps), ratio(p.bw_gbps_reverse));
+                                    ("retest ".to_string(), p.a.as_str(), p.b.as_str(), x, y)
+                                }))
+                                .map(|(what, a, b, x, y)| {
+                                    format!("    {what}{a} - {b} {x:.3} / {y:.3}")
                                 })
                                 .collect();
                             misses.push(format!(
@@ -519,6 +574,11 @@ fn the_verdict_finds_every_planted_fault_and_no_false_suspect_up_to_512_hosts() 
         }
     }
     println!("{table}");
+    println!(
+        "{runs} verdicts in {:.1} s, the slowest {:.1} s (the figures' simulation not counted)",
+        spent.as_secs_f64(),
+        slowest.as_secs_f64()
+    );
     assert!(runs >= CASES.len(), "only {runs} runs: the table is empty");
     assert!(
         misses.is_empty(),
@@ -614,4 +674,29 @@ fn at_fleet_size_the_text_is_suspects_a_sorted_summary_and_histograms_not_matric
         text.to_lowercase().contains("histogram") || text.contains('#'),
         "a histogram of the pairs instead:\n{text}"
     );
+}
+
+#[test]
+fn a_sheet_of_the_pairs_is_judged_as_the_pairs_themselves_are() {
+    // The table judges lean sheets; the coordinator judges its results: one verdict, to the
+    // last word, whichever way the pairs came (a slow host, a one-way link and a group, so
+    // that retests run and held links are released).
+    for (n, plant) in [(8, 0), (64, 1), (64, 2)] {
+        let mut f = Fabric::healthy(n, Noise::Lab, Pattern::AllPairs, 7);
+        match plant {
+            0 => f.nic[3] = 0.6,
+            1 => f.send[5] = 0.5,
+            _ => f.group = ((8..16).collect(), 0.5),
+        }
+        one_way_link(&mut f, 0.3);
+        let (lean, sheet, retests, _) = judged_lean(&f, &Thresholds::default());
+        let (full, pairs) = judged(&f, &Thresholds::default());
+        assert_eq!(lean, full, "{n} hosts, fault {plant}");
+        assert!(
+            !lean.notes.is_empty(),
+            "{n} hosts, fault {plant}: nothing to compare"
+        );
+        assert_eq!(sheet.figs().len() + retests.len(), pairs.len());
+        assert_eq!(retests[..], pairs[sheet.figs().len()..]);
+    }
 }

@@ -318,9 +318,24 @@ pub fn judge<E>(
     t: &Thresholds,
     run_retests: impl FnMut(Vec<Pair>) -> Result<Vec<PairResult>, E>,
 ) -> Result<Verdict, E> {
-    let reference = reference(pairs, missing, t);
-    flag(pairs, &reference, t);
-    let judgement = classify(pairs, missing, &reference, t);
+    let sheet = Sheet::of(pairs, missing);
+    let (verdict, results) = judge_sheet(&sheet, ranks, missing, t, run_retests)?;
+    flag(pairs, &verdict.reference, t);
+    pairs.extend(results);
+    Ok(verdict)
+}
+
+/// [`judge`] on a sheet of the judged pairs (what a run of thousands of hosts keeps, lean);
+/// returns the verdict and the retests' results (flagged).
+pub fn judge_sheet<E>(
+    sheet: &Sheet,
+    ranks: &[(u32, String)],
+    missing: &BTreeSet<String>,
+    t: &Thresholds,
+    run_retests: impl FnMut(Vec<Pair>) -> Result<Vec<PairResult>, E>,
+) -> Result<(Verdict, Vec<PairResult>), E> {
+    let reference = reference_of(sheet, t);
+    let judgement = classify_sheet(sheet, &reference, t);
     let (trials, results, retests) = retest::run(
         judgement.suspects,
         judgement.held,
@@ -331,15 +346,15 @@ pub fn judge<E>(
         run_retests,
     )?;
     let (suspects, notes) = conclude(&trials, &reference, t);
-    pairs.extend(results);
-    Ok(Verdict {
+    let verdict = Verdict {
         reference,
         findings: judgement.findings,
         limits: judgement.limits,
         suspects,
         notes,
         retests,
-    })
+    };
+    Ok((verdict, results))
 }
 
 mod bandwidth;
@@ -347,11 +362,13 @@ mod classify;
 mod latency;
 mod reference;
 mod retest;
-pub use classify::classify;
+mod sheet;
 use classify::*;
+pub use classify::{classify, classify_sheet};
 use reference::*;
-pub use reference::{flag, median, reference};
+pub use reference::{flag, median, reference, reference_of};
 pub use retest::{Trial, conclude, host_summary, retest_pairs};
+pub use sheet::{Fig, Figures, Ix, Sheet};
 
 #[cfg(test)]
 mod tests;

@@ -13,50 +13,45 @@ pub(super) struct HostScore {
     recv: Option<(f64, usize)>,
 }
 
+/// One host's log figures: sent and received, to hosts not excluded and to those excluded.
+#[derive(Default, Clone)]
+struct Logs {
+    send: [Vec<f64>; 2],
+    recv: [Vec<f64>; 2],
+}
+
 /// Every host's scores on its pairs with hosts not in `exclude` (on all its pairs where that
-/// leaves fewer than [`MIN_FIGURES_HOST`] figures).
-pub(super) fn host_scores<'a>(
-    ok: &[&'a PairResult],
-    exclude: &BTreeSet<&str>,
-    reference: f64,
-) -> BTreeMap<&'a str, HostScore> {
-    type Figures = (Vec<f64>, Vec<f64>);
-    let mut scores: BTreeMap<&str, [Figures; 2]> = BTreeMap::new();
-    for p in ok {
-        for (v, from, to) in [(p.bw_gbps, &p.a, &p.b), (p.bw_gbps_reverse, &p.b, &p.a)] {
+/// leaves fewer than [`MIN_FIGURES_HOST`] figures), by index (None: no figure).
+pub(super) fn host_scores(ctx: &Ctx, exclude: &[bool], reference: f64) -> Vec<Option<HostScore>> {
+    let mut logs: Vec<Option<Logs>> = vec![None; ctx.s.hosts()];
+    for (_, p) in ctx.ok() {
+        for (v, from, to) in [(p.bw(), p.a, p.b), (p.bw_reverse(), p.b, p.a)] {
             let Some(v) = v.filter(|v| *v > 0.0) else {
                 continue;
             };
             let x = v.ln();
-            let e = scores.entry(from).or_default();
-            e[0].0.push(x);
-            if !exclude.contains(to.as_str()) {
-                e[1].0.push(x);
-            }
-            let e = scores.entry(to).or_default();
-            e[0].1.push(x);
-            if !exclude.contains(from.as_str()) {
-                e[1].1.push(x);
-            }
+            let e = logs[from as usize].get_or_insert_with(Logs::default);
+            e.send[exclude[to as usize] as usize].push(x);
+            let e = logs[to as usize].get_or_insert_with(Logs::default);
+            e.recv[exclude[from as usize] as usize].push(x);
         }
     }
-    scores
-        .into_iter()
-        .map(|(h, [everyone, fine])| {
-            let (send, recv) = if fine.0.len() + fine.1.len() >= MIN_FIGURES_HOST {
-                fine
-            } else {
-                everyone
-            };
+    logs.into_iter()
+        .map(|l| {
+            let Logs {
+                send: [mut send, send_out],
+                recv: [mut recv, recv_out],
+            } = l?;
+            if send.len() + recv.len() < MIN_FIGURES_HOST {
+                send.extend(send_out);
+                recv.extend(recv_out);
+            }
             let all: Vec<f64> = send.iter().chain(&recv).copied().collect();
-            (
-                h,
-                HostScore {
-                    all: score(all, reference),
-                    send: score(send, reference),
-                    recv: score(recv, reference),
-                },
-            )
+            Some(HostScore {
+                all: score(all, reference),
+                send: score(send, reference),
+                recv: score(recv, reference),
+            })
         })
         .collect()
 }
@@ -87,7 +82,7 @@ fn which_way(s: &HostScore, t: &Thresholds) -> Rule {
 /// host on its pairs with hosts not yet found slow (where that leaves enough figures), so a
 /// slow host does not make its partners look slow, and takes the hosts at least half as far
 /// below as the worst.
-pub(super) fn hosts(ctx: &Ctx) -> Vec<(Target, Charge)> {
+pub(super) fn hosts(ctx: &Ctx) -> Vec<(Ix, Charge)> {
     let (r, t) = (ctx.r, ctx.t);
     let (Some(reference), Some(spread)) = (r.bw_gbps.map(f64::ln), r.bw_spread) else {
         return Vec::new();
@@ -96,15 +91,16 @@ pub(super) fn hosts(ctx: &Ctx) -> Vec<(Target, Charge)> {
     let low_with = |s: Option<(f64, usize)>, min: usize| {
         s.is_some_and(|(x, m)| m >= min && r.bw_low(x, m, sig, t))
     };
-    let mut found: BTreeSet<&str> = BTreeSet::new();
+    let mut found = vec![false; ctx.s.hosts()];
     let mut out = Vec::new();
     for _pass in 0..16 {
-        let hs = host_scores(&ctx.ok, &found, reference);
-        let mut lows: Vec<(&str, Rule, f64, &HostScore)> = Vec::new();
-        for (h, s) in &hs {
-            if found.contains(h) {
+        let hs = host_scores(ctx, &found, reference);
+        let mut lows: Vec<(Ix, Rule, f64, &HostScore)> = Vec::new();
+        for (h, s) in hs.iter().enumerate() {
+            let Some(s) = s.as_ref().filter(|_| !found[h]) else {
                 continue;
-            }
+            };
+            let h = h as Ix;
             let rule = match (
                 low_with(s.send, MIN_FIGURES_DIRECTION),
                 low_with(s.recv, MIN_FIGURES_DIRECTION),
@@ -129,7 +125,7 @@ pub(super) fn hosts(ctx: &Ctx) -> Vec<(Target, Charge)> {
             if depth > worst / 2.0 {
                 continue;
             }
-            found.insert(h);
+            found[h as usize] = true;
             let fmt = |s: Option<(f64, usize)>| {
                 s.map_or("-".into(), |(x, m)| format!("{x:.2} x over {m} figures"))
             };
@@ -162,7 +158,7 @@ pub(super) fn hosts(ctx: &Ctx) -> Vec<(Target, Charge)> {
             }
             .map(|(x, _)| vec![x])
             .unwrap_or_default();
-            out.push((ctx.host(h), charge));
+            out.push((h, charge));
         }
     }
     out
@@ -171,52 +167,49 @@ pub(super) fn hosts(ctx: &Ctx) -> Vec<(Target, Charge)> {
 /// `bw-group`: hosts found slow both ways that are fast among themselves, beyond the noise (a
 /// shared switch, uplink or partition, reported once). Returns the groups' charges and their
 /// members.
-pub(super) fn groups(
-    ctx: &Ctx,
-    hosts: &[(Target, Charge)],
-) -> (Vec<(Target, Charge)>, BTreeSet<String>) {
+pub(super) fn groups(ctx: &Ctx, hosts: &[(Ix, Charge)]) -> (Charges, BTreeSet<Ix>) {
     let (r, t) = (ctx.r, ctx.t);
     let mut out = Vec::new();
-    let mut grouped: BTreeSet<String> = BTreeSet::new();
+    let mut grouped: BTreeSet<Ix> = BTreeSet::new();
     let (Some(reference), Some(spread)) = (r.bw_gbps.map(f64::ln), r.bw_spread) else {
         return (out, grouped);
     };
     let sig = noise_sigmas(r.hosts);
-    let slow_set: BTreeSet<&str> = hosts
+    let slow_set: BTreeSet<Ix> = hosts
         .iter()
         .filter(|(_, c)| c.rule == Rule::BwHost)
-        .filter_map(|(target, _)| match target {
-            Target::Host { host, .. } => Some(host.as_str()),
-            _ => None,
-        })
+        .map(|(h, _)| *h)
         .collect();
-    let fast = |p: &PairResult| {
-        let v = bw_figures(p);
+    let mut slow = vec![false; ctx.s.hosts()];
+    for h in &slow_set {
+        slow[*h as usize] = true;
+    }
+    let fast = |p: &Fig| {
+        let v: Vec<f64> = p.bw_figures().collect();
         let m = v.len();
         median(v).is_some_and(|x| !r.bw_low(x / reference.exp(), m, sig, t))
     };
-    let mut parent: BTreeMap<&str, &str> = slow_set.iter().map(|h| (*h, *h)).collect();
-    fn root<'a>(parent: &BTreeMap<&'a str, &'a str>, mut h: &'a str) -> &'a str {
-        while parent[h] != h {
-            h = parent[h];
+    let mut parent: BTreeMap<Ix, Ix> = slow_set.iter().map(|h| (*h, *h)).collect();
+    fn root(parent: &BTreeMap<Ix, Ix>, mut h: Ix) -> Ix {
+        while parent[&h] != h {
+            h = parent[&h];
         }
         h
     }
-    for p in ctx
-        .ok
-        .iter()
-        .filter(|p| slow_set.contains(p.a.as_str()) && slow_set.contains(p.b.as_str()))
+    for (_, p) in ctx
+        .ok()
+        .filter(|(_, p)| slow[p.a as usize] && slow[p.b as usize])
     {
         if fast(p) {
-            let (ra, rb) = (root(&parent, &p.a), root(&parent, &p.b));
+            let (ra, rb) = (root(&parent, p.a), root(&parent, p.b));
             if ra != rb {
                 parent.insert(ra, rb);
             }
         }
     }
-    let mut candidates: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    let mut candidates: BTreeMap<Ix, Vec<Ix>> = BTreeMap::new();
     for h in &slow_set {
-        candidates.entry(root(&parent, h)).or_default().push(h);
+        candidates.entry(root(&parent, *h)).or_default().push(*h);
     }
     // A group stands: its pairs inside are faster than its pairs out, beyond the noise (two
     // slow hosts that are merely as slow together are two hosts, not a switch).
@@ -225,18 +218,18 @@ pub(super) fn groups(
         median(v.into_iter().filter(|x| *x > 0.0).map(f64::ln).collect()).map(|x| (x, m))
     };
     for g in candidates.values().filter(|g| g.len() >= 2) {
-        let inside: Vec<f64> = ctx
-            .ok
-            .iter()
-            .filter(|p| g.contains(&p.a.as_str()) && g.contains(&p.b.as_str()))
-            .flat_map(|p| bw_figures(p))
-            .collect();
-        let outside: Vec<f64> = ctx
-            .ok
-            .iter()
-            .filter(|p| g.contains(&p.a.as_str()) != g.contains(&p.b.as_str()))
-            .flat_map(|p| bw_figures(p))
-            .collect();
+        let mut member = vec![false; ctx.s.hosts()];
+        for h in g {
+            member[*h as usize] = true;
+        }
+        let (mut inside, mut outside) = (Vec::new(), Vec::new());
+        for (_, p) in ctx.ok() {
+            match (member[p.a as usize], member[p.b as usize]) {
+                (true, true) => inside.extend(p.bw_figures()),
+                (false, false) => {}
+                _ => outside.extend(p.bw_figures()),
+            }
+        }
         let (Some((xi, ni)), Some((xo, no))) = (logs(inside), logs(outside)) else {
             continue;
         };
@@ -244,7 +237,7 @@ pub(super) fn groups(
         if xi - xo <= gate {
             continue;
         }
-        grouped.extend(g.iter().map(|h| h.to_string()));
+        grouped.extend(g.iter().copied());
         let mut charge = Charge::new(
             Rule::BwGroup,
             format!(
@@ -261,7 +254,10 @@ pub(super) fn groups(
         charge.sigmas = sig;
         out.push((
             Target::Group {
-                members: g.iter().map(|h| (ctx.ranks[h], h.to_string())).collect(),
+                members: g
+                    .iter()
+                    .map(|h| (ctx.s.rank(*h), ctx.s.name(*h).to_string()))
+                    .collect(),
             },
             charge,
         ));
@@ -295,35 +291,37 @@ pub(super) fn gate_of(
 /// (or receives) slowly on most of its pairs (two or more) is one `bw-send` (`bw-recv`)
 /// suspect, not that many links. Returns those charges, and apart the charges of the pairs
 /// with a host in `slow`: held, they are judged only if that host's retests clear it.
-pub(super) fn links(ctx: &Ctx, slow: &BTreeSet<String>) -> (Charges, Charges) {
+pub(super) fn links(ctx: &Ctx, slow: &[bool]) -> (Charges, Charges) {
     let (r, t) = (ctx.r, ctx.t);
     let Some(reference) = r.bw_gbps else {
         return (Vec::new(), Vec::new());
     };
     // As many tests as the pairs' flags count: every direction.
     let sig = noise_sigmas(r.bw_figures);
-    let mut charges: Vec<(&PairResult, Charge)> = Vec::new();
+    let mut charges: Vec<(&Fig, Charge)> = Vec::new();
     // Per host: its pairs judged here, and the directions charged from and to it.
-    let mut per_host: BTreeMap<&str, (usize, Vec<usize>, Vec<usize>)> = BTreeMap::new();
+    let mut per_host: Vec<(usize, Vec<usize>, Vec<usize>)> =
+        vec![(0, Vec::new(), Vec::new()); ctx.s.hosts()];
     let mut held: Vec<(Target, Charge)> = Vec::new();
-    for p in &ctx.ok {
-        let free = !slow.contains(&p.a) && !slow.contains(&p.b);
+    for (_, p) in ctx.ok() {
+        let free = !slow[p.a as usize] && !slow[p.b as usize];
         if free {
-            per_host.entry(&p.a).or_default().0 += 1;
-            per_host.entry(&p.b).or_default().0 += 1;
+            per_host[p.a as usize].0 += 1;
+            per_host[p.b as usize].0 += 1;
         }
         let dirs = [
-            (p.bw_gbps, &p.a, &p.b, p.bw_gbps_reverse, Direction::Send),
-            (p.bw_gbps_reverse, &p.b, &p.a, p.bw_gbps, Direction::Receive),
+            (p.bw(), p.a, p.b, p.bw_reverse(), Direction::Send),
+            (p.bw_reverse(), p.b, p.a, p.bw(), Direction::Receive),
         ];
         let mut charged = 0;
-        for (v, from, to, back, direction) in dirs {
+        for (v, fi, ti, back, direction) in dirs {
             let Some(v) = v else { continue };
             let ratio = v / reference;
             let Some(gate) = gate_of(ratio, 1, sig, r, t) else {
                 continue;
             };
             charged += 1;
+            let (from, to) = (ctx.s.name(fi), ctx.s.name(ti));
             let reverse = back.map_or(String::new(), |b| {
                 format!(" ({to} to {from} {b:.3}, {:.2} x)", b / reference)
             });
@@ -349,16 +347,15 @@ pub(super) fn links(ctx: &Ctx, slow: &BTreeSet<String>) -> (Charges, Charges) {
                 held.push((ctx.link(p), charge));
                 continue;
             }
-            let e = per_host.entry(from).or_default();
-            e.1.push(charges.len());
-            per_host.entry(to).or_default().2.push(charges.len());
+            per_host[fi as usize].1.push(charges.len());
+            per_host[ti as usize].2.push(charges.len());
             charges.push((p, charge));
         }
         // Both ways by less: the two directions together.
-        if let (0, Some(x), Some(y)) = (charged, p.bw_gbps, p.bw_gbps_reverse) {
+        if let (0, Some(x), Some(y)) = (charged, p.bw(), p.bw_reverse()) {
             let mean = (x * y).sqrt() / reference;
             if r.bw_low(mean, 2, sig, t) {
-                let both: (&PairResult, Charge) = (
+                let both: (&Fig, Charge) = (
                     p,
                     Charge {
                         rule: Rule::BwLink,
@@ -383,7 +380,7 @@ pub(super) fn links(ctx: &Ctx, slow: &BTreeSet<String>) -> (Charges, Charges) {
     // Hosts that send or receive slowly on most of their pairs.
     let mut taken: BTreeSet<usize> = BTreeSet::new();
     let mut out: Vec<(Target, Charge)> = Vec::new();
-    for (host, (n, sends, recvs)) in &per_host {
+    for (host, (n, sends, recvs)) in per_host.iter().enumerate() {
         for (list, rule, what) in [
             (sends, Rule::BwSend, "sends"),
             (recvs, Rule::BwRecv, "receives"),
@@ -407,7 +404,7 @@ pub(super) fn links(ctx: &Ctx, slow: &BTreeSet<String>) -> (Charges, Charges) {
             // Every direction it sends (receives) that was charged is the host's now, held.
             taken.extend(list.iter().copied());
             out.push((
-                ctx.host(host),
+                ctx.host(host as Ix),
                 Charge {
                     rule,
                     reason: format!(

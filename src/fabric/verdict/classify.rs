@@ -6,30 +6,37 @@ use super::*;
 
 /// What every rule is fed.
 pub(super) struct Ctx<'a> {
-    /// The scheduled pairs with no missing rank.
-    pub judged: Vec<&'a PairResult>,
-    /// Those of them with no failed test.
-    pub ok: Vec<&'a PairResult>,
-    /// Each pair of `judged`'s rule-by-rule reasons.
-    pub reasons: Vec<Vec<(Rule, String)>>,
-    pub ranks: BTreeMap<&'a str, u32>,
+    /// The judged pairs (scheduled, no missing rank), lean.
+    pub s: &'a Sheet,
+    /// Which rules flag each of them.
+    pub rules: Vec<Rules>,
     pub r: &'a Reference,
     pub t: &'a Thresholds,
 }
 
 impl Ctx<'_> {
-    pub fn host(&self, h: &str) -> Target {
+    /// The judged pairs with no failed test, with their place.
+    pub fn ok(&self) -> impl Iterator<Item = (usize, &Fig)> {
+        self.s.ok()
+    }
+
+    pub fn host(&self, h: Ix) -> Target {
         Target::Host {
-            rank: self.ranks[h],
-            host: h.to_string(),
+            rank: self.s.rank(h),
+            host: self.s.name(h).to_string(),
         }
     }
 
-    pub fn link(&self, p: &PairResult) -> Target {
+    pub fn link(&self, p: &Fig) -> Target {
         Target::Link {
-            a: (p.a_rank, p.a.clone()),
-            b: (p.b_rank, p.b.clone()),
+            a: (self.s.rank(p.a), self.s.name(p.a).to_string()),
+            b: (self.s.rank(p.b), self.s.name(p.b).to_string()),
         }
+    }
+
+    /// Pair `i`'s rule-by-rule reasons, in words.
+    pub fn reasons(&self, i: usize) -> Vec<(Rule, String)> {
+        pair_reasons(&self.s.pair(i), self.r, self.t)
     }
 }
 
@@ -41,26 +48,23 @@ pub fn classify(
     r: &Reference,
     t: &Thresholds,
 ) -> Judgement {
-    let judged = judged(pairs, missing);
-    let ok: Vec<&PairResult> = judged
-        .iter()
-        .copied()
-        .filter(|p| p.error.is_none())
-        .collect();
+    classify_sheet(&Sheet::of(pairs, missing), r, t)
+}
+
+/// [`classify`] on a sheet's pairs.
+pub fn classify_sheet(s: &Sheet, r: &Reference, t: &Thresholds) -> Judgement {
+    let fences = r.fences(s);
     let ctx = Ctx {
-        ranks: judged
-            .iter()
-            .flat_map(|p| [(p.a.as_str(), p.a_rank), (p.b.as_str(), p.b_rank)])
+        rules: (0..s.figs().len())
+            .map(|i| pair_rules(s, i, &fences, r, t))
             .collect(),
-        reasons: judged.iter().map(|p| pair_reasons(p, r, t)).collect(),
-        judged,
-        ok,
+        s,
         r,
         t,
     };
     let mut out = Judgement::default();
     let mut charges: Vec<(Target, Charge)> = Vec::new();
-    let mut named: BTreeSet<String> = BTreeSet::new();
+    let mut named: BTreeSet<Ix> = BTreeSet::new();
     for rule in [
         Rule::Failure,
         Rule::Counters,
@@ -71,7 +75,7 @@ pub fn classify(
         charges.extend(found);
         out.findings.extend(finding);
     }
-    out.findings.extend(counter_information(&ctx.judged, r, t));
+    out.findings.extend(counter_information(s, r, t));
     if !r.ratios_on() {
         if r.hosts >= 2 {
             out.limits.push(format!(
@@ -85,26 +89,27 @@ pub fn classify(
         return out;
     }
     // Bandwidth: hosts, groups, then links between hosts not found slow.
-    let mut slow: BTreeSet<String> = BTreeSet::new();
+    let mut slow = vec![false; s.hosts()];
     if r.bw_gbps.is_some() && r.bw_spread.is_some() {
         let hosts = bandwidth::hosts(&ctx);
         let (groups, grouped) = bandwidth::groups(&ctx, &hosts);
         charges.extend(groups);
-        for (target, charge) in hosts {
-            if let Target::Host { host, .. } = &target {
-                slow.insert(host.clone());
-                if !grouped.contains(host) {
-                    charges.push((target, charge));
-                }
+        for (h, charge) in hosts {
+            slow[h as usize] = true;
+            if !grouped.contains(&h) {
+                charges.push((ctx.host(h), charge));
             }
         }
-        slow.extend(grouped);
+        for h in grouped {
+            slow[h as usize] = true;
+        }
         let (links, mut held) = bandwidth::links(&ctx, &slow);
         // A pair-level charge (counters, a failure) on a link with a slow host at one end is
         // the host's doing (a slow NIC's queue drops make retransmits): held with the rest.
+        let is_slow = |h: &(u32, String)| s.find(&h.1).is_some_and(|h| slow[h as usize]);
         let (on_slow, elsewhere): (bandwidth::Charges, bandwidth::Charges) =
             charges.into_iter().partition(|(target, _)| match target {
-                Target::Link { a, b } => slow.contains(&a.1) || slow.contains(&b.1),
+                Target::Link { a, b } => is_slow(a) || is_slow(b),
                 _ => false,
             });
         charges = elsewhere;
@@ -119,12 +124,10 @@ pub fn classify(
     if r.lat_us.is_some() && r.lat_spread.is_some() {
         let hosts = latency::hosts(&ctx);
         let mut late = slow.clone();
-        for (target, _) in &hosts {
-            if let Target::Host { host, .. } = target {
-                late.insert(host.clone());
-            }
+        for (h, _) in &hosts {
+            late[*h as usize] = true;
         }
-        charges.extend(hosts);
+        charges.extend(hosts.into_iter().map(|(h, c)| (ctx.host(h), c)));
         charges.extend(latency::links(&ctx, &late));
     }
     out.suspects = merge(charges);
@@ -138,60 +141,60 @@ pub fn classify(
 pub(super) fn pair_rule(
     ctx: &Ctx,
     rule: Rule,
-    named: &mut BTreeSet<String>,
+    named: &mut BTreeSet<Ix>,
 ) -> (Vec<(Target, Charge)>, Option<Finding>) {
-    let judged = &ctx.judged;
-    let hit: Vec<usize> = (0..judged.len())
-        .filter(|i| ctx.reasons[*i].iter().any(|(x, _)| *x == rule))
+    let s = ctx.s;
+    let figs = s.figs();
+    let hit: Vec<usize> = (0..figs.len())
+        .filter(|i| ctx.rules[*i].has(rule))
         .collect();
     if hit.is_empty() {
         return (Vec::new(), None);
     }
-    if ctx.r.hosts >= MIN_HOSTS_FOR_RATIOS && 2 * hit.len() > judged.len() {
-        return (
-            Vec::new(),
-            Some(fabric_wide(rule, &hit, judged, &ctx.reasons)),
-        );
+    if ctx.r.hosts >= MIN_HOSTS_FOR_RATIOS && 2 * hit.len() > figs.len() {
+        return (Vec::new(), Some(fabric_wide(ctx, rule, &hit)));
     }
-    let hit_set: BTreeSet<usize> = hit.iter().copied().collect();
-    let mut per_host: BTreeMap<&str, (usize, Vec<&str>)> = BTreeMap::new();
-    for (i, p) in judged.iter().enumerate() {
-        for (me, other) in [(p.a.as_str(), p.b.as_str()), (p.b.as_str(), p.a.as_str())] {
-            let e = per_host.entry(me).or_default();
+    // Per host: its pairs, and the hosts of those flagged.
+    let mut per_host: Vec<(usize, Vec<Ix>)> = vec![(0, Vec::new()); s.hosts()];
+    for (i, p) in figs.iter().enumerate() {
+        for (me, other) in [(p.a, p.b), (p.b, p.a)] {
+            let e = &mut per_host[me as usize];
             e.0 += 1;
-            if hit_set.contains(&i) {
+            if ctx.rules[i].has(rule) {
                 e.1.push(other);
             }
         }
     }
-    let is_host = |h: &str| {
-        per_host
-            .get(h)
-            .is_some_and(|(n, f)| *n >= 2 && 2 * f.len() > *n)
+    let is_host = |h: Ix| {
+        let (n, f) = &per_host[h as usize];
+        *n >= 2 && 2 * f.len() > *n
     };
     let mut out = Vec::new();
-    for (host, (n, with)) in &per_host {
-        if is_host(host) {
-            named.insert(host.to_string());
+    for (h, (n, with)) in per_host.iter().enumerate() {
+        let h = h as Ix;
+        if is_host(h) {
+            named.insert(h);
+            let with: Vec<&str> = with.iter().map(|x| s.name(*x)).collect();
             out.push((
-                ctx.host(host),
+                ctx.host(h),
                 Charge::new(
                     rule,
                     format!(
                         "{} of its {n} pairs flagged by {rule} (with {})",
                         with.len(),
-                        shorten(with, 8)
+                        shorten(&with, 8)
                     ),
                 ),
             ));
         }
     }
     for &i in &hit {
-        let p = judged[i];
-        if is_host(&p.a) || is_host(&p.b) || named.contains(&p.a) || named.contains(&p.b) {
+        let p = &figs[i];
+        if is_host(p.a) || is_host(p.b) || named.contains(&p.a) || named.contains(&p.b) {
             continue;
         }
-        let why: Vec<&str> = ctx.reasons[i]
+        let reasons = ctx.reasons(i);
+        let why: Vec<&str> = reasons
             .iter()
             .filter(|(x, _)| *x == rule)
             .map(|(_, w)| w.as_str())
@@ -203,8 +206,8 @@ pub(super) fn pair_rule(
                 format!(
                     "{}, while {} and {} pass most of their other pairs",
                     why.join("; "),
-                    p.a,
-                    p.b
+                    s.name(p.a),
+                    s.name(p.b)
                 ),
             ),
         ));
@@ -222,16 +225,13 @@ pub(super) fn shorten(names: &[&str], n: usize) -> String {
 }
 
 /// One finding for a rule that flags most pairs.
-pub(super) fn fabric_wide(
-    rule: Rule,
-    hit: &[usize],
-    judged: &[&PairResult],
-    reasons: &[Vec<(Rule, String)>],
-) -> Finding {
-    let first = reasons[hit[0]]
+pub(super) fn fabric_wide(ctx: &Ctx, rule: Rule, hit: &[usize]) -> Finding {
+    let reasons = ctx.reasons(hit[0]);
+    let first = reasons
         .iter()
         .find(|(x, _)| *x == rule)
         .map_or("", |w| w.1.as_str());
+    let p = &ctx.s.figs()[hit[0]];
     Finding {
         rule,
         fails: true,
@@ -240,36 +240,37 @@ pub(super) fn fabric_wide(
             "{} of {} pairs flagged by {} (e.g. {} - {}: {first}): a fabric-wide condition, no \
              single host stands out",
             hit.len(),
-            judged.len(),
+            ctx.s.figs().len(),
             rule.name(),
-            judged[hit[0]].a,
-            judged[hit[0]].b
+            ctx.s.name(p.a),
+            ctx.s.name(p.b)
         ),
     }
 }
 
 /// Counters that rose on half the pairs or more: one line of information each group.
-pub(super) fn counter_information(
-    judged: &[&PairResult],
-    r: &Reference,
-    t: &Thresholds,
-) -> Vec<Finding> {
-    if judged.is_empty() {
+pub(super) fn counter_information(s: &Sheet, r: &Reference, t: &Thresholds) -> Vec<Finding> {
+    let judged = s.figs().len();
+    if judged == 0 {
         return Vec::new();
     }
-    let mut rose: BTreeMap<String, (u32, u64, u64)> = BTreeMap::new();
-    for p in judged {
-        for (c, d) in counter_totals(p) {
-            let e = rose.entry(c.to_string()).or_insert((0, u64::MAX, 0));
+    let names = s.counter_names();
+    let mut rose: Vec<Option<(u32, u64, u64)>> = vec![None; names.len()];
+    for i in 0..judged {
+        for (c, d) in s.totals(i) {
+            let e = rose[c as usize].get_or_insert((0, u64::MAX, 0));
             e.0 += 1;
             e.1 = e.1.min(d);
             e.2 = e.2.max(d);
         }
     }
-    let wide: Vec<(String, (u32, u64, u64))> = rose
-        .into_iter()
-        .filter(|(_, (n, ..))| 2 * *n as usize >= judged.len())
+    let mut wide: Vec<(&String, (u32, u64, u64))> = names
+        .iter()
+        .zip(rose)
+        .filter_map(|(c, x)| x.map(|x| (c, x)))
+        .filter(|(_, (n, ..))| 2 * *n as usize >= judged)
         .collect();
+    wide.sort_by(|x, y| x.0.cmp(y.0));
     if wide.is_empty() {
         return Vec::new();
     }
@@ -279,7 +280,7 @@ pub(super) fn counter_information(
         .map(|(c, (_, lo, hi))| {
             format!(
                 "{c} +{lo}..+{hi} (fence {})",
-                r.counter_fence.get(c).copied().unwrap_or(0)
+                r.counter_fence.get(c.as_str()).copied().unwrap_or(0)
             )
         })
         .collect();
@@ -290,7 +291,7 @@ pub(super) fn counter_information(
         text: format!(
             "error counters rose on {most} of {} pairs: {}; a fabric-wide condition (judged \
              against the run's own pairs{}), no single host stands out",
-            judged.len(),
+            judged,
             list.join(", "),
             if t.counters {
                 ""

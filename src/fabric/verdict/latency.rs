@@ -3,15 +3,16 @@
 use super::*;
 
 /// `lat-host`: a host whose median latency is above the ratio and beyond the noise.
-pub(super) fn hosts(ctx: &Ctx) -> Vec<(Target, Charge)> {
+pub(super) fn hosts(ctx: &Ctx) -> Vec<(Ix, Charge)> {
     let (r, t) = (ctx.r, ctx.t);
     let (Some(reference), Some(spread)) = (r.lat_us.map(f64::ln), r.lat_spread) else {
         return Vec::new();
     };
-    let per = per_host_logs(&ctx.ok, lat_figures);
-    let sig = noise_sigmas(per.len());
+    let per = per_host_logs(ctx.s, ctx.ok().map(|(_, p)| p), lat_figures);
+    let sig = noise_sigmas(per.iter().flatten().count());
     let mut out = Vec::new();
-    for (h, v) in &per {
+    for (h, v) in per.iter().enumerate() {
+        let Some(v) = v else { continue };
         if let Some((x, m)) = bandwidth::score(v.clone(), reference)
             && m >= MIN_FIGURES_DIRECTION
             && r.lat_high(x, m, sig, t)
@@ -27,25 +28,25 @@ pub(super) fn hosts(ctx: &Ctx) -> Vec<(Target, Charge)> {
                 ),
             );
             charge.sigmas = sig;
-            out.push((ctx.host(h), charge));
+            out.push((h as Ix, charge));
         }
     }
     out
 }
 
 /// `lat-link`: a pair whose latency is high while neither host is a suspect (`slow`).
-pub(super) fn links(ctx: &Ctx, slow: &BTreeSet<String>) -> Vec<(Target, Charge)> {
+pub(super) fn links(ctx: &Ctx, slow: &[bool]) -> Vec<(Target, Charge)> {
     let (r, t) = (ctx.r, ctx.t);
     let Some(reference) = r.lat_us else {
         return Vec::new();
     };
-    let sig = noise_sigmas(ctx.ok.len());
+    let sig = noise_sigmas(ctx.ok().count());
     let mut out = Vec::new();
-    for p in &ctx.ok {
-        if slow.contains(&p.a) || slow.contains(&p.b) {
+    for (_, p) in ctx.ok() {
+        if slow[p.a as usize] || slow[p.b as usize] {
             continue;
         }
-        let Some(x) = p.lat_us.map(|v| v / reference) else {
+        let Some(x) = p.lat().map(|v| v / reference) else {
             continue;
         };
         if r.lat_high(x, 1, sig, t) {
@@ -54,7 +55,8 @@ pub(super) fn links(ctx: &Ctx, slow: &BTreeSet<String>) -> Vec<(Target, Charge)>
                 format!(
                     "the pair's latency is {x:.2} x the reference {reference:.1} us, while {} \
                      and {} are fine with their other pairs",
-                    p.a, p.b
+                    ctx.s.name(p.a),
+                    ctx.s.name(p.b)
                 ),
             );
             charge.sigmas = sig;

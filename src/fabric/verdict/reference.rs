@@ -3,51 +3,57 @@
 
 use super::*;
 
+/// The median (the middle value, or the mean of the two middle ones).
 pub fn median(mut v: Vec<f64>) -> Option<f64> {
-    if v.is_empty() {
+    median_of(&mut v)
+}
+
+/// [`median`] in place (the order of `v` is lost): a selection, not a sort.
+pub(super) fn median_of(v: &mut [f64]) -> Option<f64> {
+    let n = v.len();
+    if n == 0 {
         return None;
     }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
+    let (left, mid, _) = v.select_nth_unstable_by(n / 2, f64::total_cmp);
+    let mid = *mid;
     Some(if n % 2 == 1 {
-        v[n / 2]
+        mid
     } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
+        let below = left.iter().copied().max_by(f64::total_cmp).unwrap_or(mid);
+        (below + mid) / 2.0
     })
 }
 
-/// The value at quantile `q` of sorted `v` (linear between neighbours).
-pub(super) fn quantile(v: &[f64], q: f64) -> f64 {
+/// The value at quantile `q` of `v` (linear between neighbours; the order of `v` is lost).
+pub(super) fn quantile(v: &mut [f64], q: f64) -> f64 {
     let pos = q * (v.len() - 1) as f64;
     let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
-    v[lo] + (v[hi] - v[lo]) * (pos - lo as f64)
+    let (_, x, right) = v.select_nth_unstable_by(lo, f64::total_cmp);
+    let x = *x;
+    let y = if hi > lo {
+        right.iter().copied().min_by(f64::total_cmp).unwrap_or(x)
+    } else {
+        x
+    };
+    x + (y - x) * (pos - lo as f64)
 }
 
-/// The pairs that judge: scheduled (not retests), neither end missing.
-pub(super) fn judged<'a>(
-    pairs: &'a [PairResult],
-    missing: &BTreeSet<String>,
-) -> Vec<&'a PairResult> {
-    pairs
-        .iter()
-        .filter(|p| !p.retested && !missing.contains(&p.a) && !missing.contains(&p.b))
-        .collect()
-}
-
-/// Each host's log figures (bandwidth: both directions; latency: one per pair).
+/// Each host's log figures (bandwidth: both directions; latency: one per pair) over `figs`, by
+/// index (None: the host is in none of them).
 pub(super) fn per_host_logs<'a>(
-    judged: &[&'a PairResult],
-    figures: impl Fn(&PairResult) -> Vec<f64>,
-) -> BTreeMap<&'a str, Vec<f64>> {
-    let mut m: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
-    for p in judged {
-        let v: Vec<f64> = figures(p)
-            .into_iter()
-            .filter(|v| *v > 0.0 && v.is_finite())
-            .map(f64::ln)
-            .collect();
-        for h in [p.a.as_str(), p.b.as_str()] {
-            m.entry(h).or_default().extend(&v);
+    s: &Sheet,
+    figs: impl Iterator<Item = &'a Fig>,
+    figures: fn(&Fig) -> [Option<f64>; 2],
+) -> Vec<Option<Vec<f64>>> {
+    let mut m: Vec<Option<Vec<f64>>> = vec![None; s.hosts()];
+    for p in figs {
+        for h in [p.a, p.b] {
+            let e = m[h as usize].get_or_insert_with(Vec::new);
+            for v in figures(p).into_iter().flatten() {
+                if v > 0.0 && v.is_finite() {
+                    e.push(v.ln());
+                }
+            }
         }
     }
     m
@@ -64,29 +70,31 @@ pub(super) const MIN_DEVIATIONS_FOR_TAIL: usize = 40;
 /// The reference (median of host medians) and the pooled spread around each host's own median.
 /// The median's own zero deviation (odd counts) is left out and each host's deviations are
 /// scaled by sqrt(m / (m - 1)): a host's figures lie closer to their own median than to the truth.
-pub(super) fn scale(per_host: &BTreeMap<&str, Vec<f64>>) -> (Option<f64>, Option<f64>) {
-    let scores: Vec<f64> = per_host
-        .values()
-        .filter_map(|v| median(v.clone()))
-        .collect();
+pub(super) fn scale(per_host: &[Option<Vec<f64>>]) -> (Option<f64>, Option<f64>) {
+    let hosts = || per_host.iter().flatten();
+    let scores: Vec<f64> = hosts().filter_map(|v| median(v.clone())).collect();
     let reference = median(scores);
     let mut dev = Vec::new();
-    for v in per_host.values().filter(|v| v.len() >= 3) {
+    for v in hosts().filter(|v| v.len() >= 3) {
         let m = median(v.clone()).unwrap_or(0.0);
         let k = (v.len() as f64 / (v.len() - 1) as f64).sqrt();
-        let mut d: Vec<f64> = v.iter().map(|x| k * (x - m).abs()).collect();
+        let start = dev.len();
+        dev.extend(v.iter().map(|x| k * (x - m).abs()));
         if v.len() % 2 == 1 {
-            d.sort_by(f64::total_cmp);
-            d.remove(0);
+            // The least deviation (the median's own) goes.
+            let d = &dev[start..];
+            let least = (0..d.len())
+                .min_by(|i, j| d[*i].total_cmp(&d[*j]))
+                .unwrap_or(0);
+            dev.swap_remove(start + least);
         }
-        dev.extend(d);
     }
     // A Gaussian core's scale (1.4826 x the median absolute deviation), widened to what the
     // tail shows (the 90th percentile over 1.645) where there are enough deviations for a
     // tail (the lab's figures have a heavy low tail: 4 % of them at 8 of the core's sigmas).
-    dev.sort_by(f64::total_cmp);
-    let tail = (dev.len() >= MIN_DEVIATIONS_FOR_TAIL).then(|| quantile(&dev, 0.9) / 1.645);
-    let spread = median(dev).map(|mad| (1.4826 * mad).max(tail.unwrap_or(0.0)).max(MIN_SPREAD));
+    let tail = (dev.len() >= MIN_DEVIATIONS_FOR_TAIL).then(|| quantile(&mut dev, 0.9) / 1.645);
+    let spread =
+        median_of(&mut dev).map(|mad| (1.4826 * mad).max(tail.unwrap_or(0.0)).max(MIN_SPREAD));
     (reference, spread)
 }
 
@@ -95,30 +103,32 @@ pub(super) fn scale(per_host: &BTreeMap<&str, Vec<f64>>) -> (Option<f64>, Option
 /// figures remain, so that a slow host's pairs neither lower the reference nor widen the noise
 /// that is to judge it (with 4 hosts, half of all figures involve a slow one).
 pub(super) fn refined_scale(
-    ok: &[&PairResult],
-    figures: impl Fn(&PairResult) -> Vec<f64> + Copy,
+    s: &Sheet,
+    figures: fn(&Fig) -> [Option<f64>; 2],
     beyond: impl Fn(f64) -> bool,
 ) -> (Option<f64>, Option<f64>) {
-    let per_host = per_host_logs(ok, figures);
+    let ok = || s.ok().map(|(_, p)| p);
+    let per_host = per_host_logs(s, ok(), figures);
     let (reference, spread) = scale(&per_host);
     let Some(first) = reference else {
         return (reference, spread);
     };
-    let out: BTreeSet<&str> = per_host
+    let out: Vec<bool> = per_host
         .iter()
-        .filter(|(_, v)| median(v.to_vec()).is_some_and(|m| beyond(m - first)))
-        .map(|(h, _)| *h)
+        .map(|v| {
+            v.as_ref()
+                .is_some_and(|v| median(v.to_vec()).is_some_and(|m| beyond(m - first)))
+        })
         .collect();
-    if out.is_empty() || 2 * out.len() >= per_host.len() {
+    let outs = out.iter().filter(|x| **x).count();
+    let hosts = per_host.iter().flatten().count();
+    if outs == 0 || 2 * outs >= hosts {
         return (reference, spread);
     }
-    let rest: Vec<&PairResult> = ok
-        .iter()
-        .copied()
-        .filter(|p| !out.contains(p.a.as_str()) && !out.contains(p.b.as_str()))
-        .collect();
-    let again = per_host_logs(&rest, figures);
-    if again.values().filter(|v| v.len() >= 3).count() < 3 {
+    drop(per_host);
+    let rest = ok().filter(|p| !out[p.a as usize] && !out[p.b as usize]);
+    let again = per_host_logs(s, rest, figures);
+    if again.iter().flatten().filter(|v| v.len() >= 3).count() < 3 {
         return (reference, spread);
     }
     match scale(&again) {
@@ -127,75 +137,59 @@ pub(super) fn refined_scale(
     }
 }
 
-pub(super) fn bw_figures(p: &PairResult) -> Vec<f64> {
-    [p.bw_gbps, p.bw_gbps_reverse]
-        .into_iter()
-        .flatten()
-        .collect()
+pub(super) fn bw_figures(p: &Fig) -> [Option<f64>; 2] {
+    [p.bw(), p.bw_reverse()]
 }
 
-pub(super) fn lat_figures(p: &PairResult) -> Vec<f64> {
-    p.lat_us.into_iter().collect()
-}
-
-/// A pair's total rise of each counter (both hosts).
-pub(super) fn counter_totals(p: &PairResult) -> BTreeMap<&str, u64> {
-    let mut t: BTreeMap<&str, u64> = BTreeMap::new();
-    for m in p.counters.values() {
-        for (c, d) in m {
-            *t.entry(c.as_str()).or_default() += d;
-        }
-    }
-    t
+pub(super) fn lat_figures(p: &Fig) -> [Option<f64>; 2] {
+    [p.lat(), None]
 }
 
 /// The run's reference, noise and counter fences.
 pub fn reference(pairs: &[PairResult], missing: &BTreeSet<String>, t: &Thresholds) -> Reference {
-    let judged = judged(pairs, missing);
-    let ok: Vec<&PairResult> = judged
-        .iter()
-        .copied()
-        .filter(|p| p.error.is_none())
-        .collect();
-    let (bw_ref, bw_spread) = refined_scale(&ok, bw_figures, |x| x < t.min_bw_ratio.ln());
-    let (lat_ref, lat_spread) = refined_scale(&ok, lat_figures, |x| x > t.max_lat_ratio.ln());
-    let names: BTreeSet<String> = counter_names(&judged);
+    reference_of(&Sheet::of(pairs, missing), t)
+}
+
+/// [`reference`] of a sheet's pairs.
+pub fn reference_of(s: &Sheet, t: &Thresholds) -> Reference {
+    let (bw_ref, bw_spread) = refined_scale(s, bw_figures, |x| x < t.min_bw_ratio.ln());
+    let (lat_ref, lat_spread) = refined_scale(s, lat_figures, |x| x > t.max_lat_ratio.ln());
+    // Each counter that rose on a judged pair: its rise on every pair (0 where it did not).
+    let names = s.counter_names();
+    let mut rises: Vec<Option<Vec<f64>>> = vec![None; names.len()];
+    for i in 0..s.figs().len() {
+        for (c, d) in s.totals(i) {
+            rises[c as usize].get_or_insert_with(|| vec![0.0; s.figs().len()])[i] = d as f64;
+        }
+    }
     let counter_fence = names
-        .into_iter()
-        .map(|c| {
+        .iter()
+        .zip(rises)
+        .filter_map(|(c, v)| {
+            let mut v = v?;
             let fence = t.max_error_delta.unwrap_or_else(|| {
-                let mut v: Vec<f64> = judged
-                    .iter()
-                    .map(|p| *counter_totals(p).get(c.as_str()).unwrap_or(&0) as f64)
-                    .collect();
-                v.sort_by(f64::total_cmp);
-                let (q1, q3) = (quantile(&v, 0.25), quantile(&v, 0.75));
+                let (q1, q3) = (quantile(&mut v, 0.25), quantile(&mut v, 0.75));
                 (q3 + 3.0 * (q3 - q1).max(q3).max(1.0)).floor() as u64
             });
-            (c, fence)
+            Some((c.clone(), fence))
         })
         .collect();
+    let mut seen = vec![false; s.hosts()];
+    for p in s.figs() {
+        seen[p.a as usize] = true;
+        seen[p.b as usize] = true;
+    }
+    let ok = || s.ok().map(|(_, p)| p);
     Reference {
         bw_gbps: bw_ref.map(f64::exp),
         bw_spread,
         lat_us: lat_ref.map(f64::exp),
         lat_spread,
         counter_fence,
-        hosts: judged
-            .iter()
-            .flat_map(|p| [p.a.as_str(), p.b.as_str()])
-            .collect::<BTreeSet<_>>()
-            .len(),
-        bw_figures: ok.iter().map(|p| bw_figures(p).len()).sum(),
-        lat_figures: ok.iter().map(|p| lat_figures(p).len()).sum(),
+        hosts: seen.iter().filter(|x| **x).count(),
+        bw_figures: ok().map(|p| p.bw_figures().count()).sum(),
+        lat_figures: ok().filter(|p| p.lat().is_some()).count(),
     }
-}
-
-pub(super) fn counter_names(pairs: &[&PairResult]) -> BTreeSet<String> {
-    pairs
-        .iter()
-        .flat_map(|p| p.counters.values().flat_map(|m| m.keys().cloned()))
-        .collect()
 }
 
 impl Reference {
@@ -235,6 +229,93 @@ impl Reference {
     pub(super) fn lat_ratio(&self, v: f64) -> Option<f64> {
         self.lat_us.map(|r| v / r)
     }
+
+    /// A bandwidth figure's ratio to the reference where it flags its pair (`bw-link`): below
+    /// the ratio and beyond `sigmas` of the noise, or gross.
+    fn bw_flags(&self, v: f64, sigmas: f64, t: &Thresholds) -> Option<f64> {
+        let ratio = self.bw_ratio(v).filter(|_| self.ratios_on())?;
+        (self.bw_low(ratio, 1, sigmas, t) || ratio <= GROSS_BW_RATIO.min(t.min_bw_ratio))
+            .then_some(ratio)
+    }
+
+    /// A latency's ratio to the reference where it flags its pair (`lat-link`).
+    fn lat_flags(&self, v: f64, sigmas: f64, t: &Thresholds) -> Option<f64> {
+        let ratio = self.lat_ratio(v).filter(|_| self.ratios_on())?;
+        self.lat_high(ratio, 1, sigmas, t).then_some(ratio)
+    }
+
+    /// Each of a sheet's counters' fence, by id (None: no fence, never flagged).
+    pub(super) fn fences(&self, s: &Sheet) -> Vec<Option<u64>> {
+        s.counter_names()
+            .iter()
+            .map(|c| self.counter_fence.get(c).copied())
+            .collect()
+    }
+}
+
+/// The rules that flag a pair, as a set.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Rules(u16);
+
+impl Rules {
+    fn with(self, rule: Rule) -> Rules {
+        Rules(self.0 | 1 << rule as u16)
+    }
+
+    pub(super) fn has(self, rule: Rule) -> bool {
+        self.0 & 1 << rule as u16 != 0
+    }
+}
+
+/// The rules that flag the sheet's pair `i` (what [`pair_reasons`] says, without the words).
+/// `fences`: [`Reference::fences`].
+pub(super) fn pair_rules(
+    s: &Sheet,
+    i: usize,
+    fences: &[Option<u64>],
+    r: &Reference,
+    t: &Thresholds,
+) -> Rules {
+    let p = &s.figs()[i];
+    let mut rules = Rules::default();
+    if p.failed() {
+        rules = rules.with(Rule::Failure);
+    }
+    let bw_sigmas = noise_sigmas(r.bw_figures);
+    for v in p.bw_figures() {
+        if r.bw_flags(v, bw_sigmas, t).is_some() {
+            rules = rules.with(Rule::BwLink);
+        }
+        if t.expect_bw_gbps.is_some_and(|e| v < e) {
+            rules = rules.with(Rule::ExpectBw);
+        }
+    }
+    if let Some(v) = p.lat() {
+        if r.lat_flags(v, noise_sigmas(r.lat_figures), t).is_some() {
+            rules = rules.with(Rule::LatLink);
+        }
+        if t.expect_lat_us.is_some_and(|e| v > e) {
+            rules = rules.with(Rule::ExpectLat);
+        }
+    }
+    if t.counters
+        && s.totals(i)
+            .any(|(c, d)| fences[c as usize].is_some_and(|f| d > f))
+    {
+        rules = rules.with(Rule::Counters);
+    }
+    rules
+}
+
+/// A pair's total rise of each counter (both hosts).
+pub(super) fn counter_totals(p: &PairResult) -> BTreeMap<&str, u64> {
+    let mut t: BTreeMap<&str, u64> = BTreeMap::new();
+    for m in p.counters.values() {
+        for (c, d) in m {
+            *t.entry(c.as_str()).or_default() += d;
+        }
+    }
+    t
 }
 
 /// Each pair's rule-by-rule reasons (empty: not flagged).
@@ -246,9 +327,7 @@ pub(super) fn pair_reasons(p: &PairResult, r: &Reference, t: &Thresholds) -> Vec
     let bw_sigmas = noise_sigmas(r.bw_figures);
     for (v, (from, to)) in [(p.bw_gbps, (&p.a, &p.b)), (p.bw_gbps_reverse, (&p.b, &p.a))] {
         let Some(v) = v else { continue };
-        if let (true, Some(ratio)) = (r.ratios_on(), r.bw_ratio(v))
-            && (r.bw_low(ratio, 1, bw_sigmas, t) || ratio <= GROSS_BW_RATIO.min(t.min_bw_ratio))
-        {
+        if let Some(ratio) = r.bw_flags(v, bw_sigmas, t) {
             why.push((
                 Rule::BwLink,
                 format!(
@@ -265,9 +344,7 @@ pub(super) fn pair_reasons(p: &PairResult, r: &Reference, t: &Thresholds) -> Vec
         }
     }
     if let Some(v) = p.lat_us {
-        if let (true, Some(ratio)) = (r.ratios_on(), r.lat_ratio(v))
-            && r.lat_high(ratio, 1, noise_sigmas(r.lat_figures), t)
-        {
+        if let Some(ratio) = r.lat_flags(v, noise_sigmas(r.lat_figures), t) {
             why.push((
                 Rule::LatLink,
                 format!(

@@ -451,7 +451,11 @@ pub fn host_summary(hosts: &[String], pairs: &[PairResult], r: &Reference) -> Ve
         .iter()
         .map(|h| {
             let mine = mine.get(h.as_str()).map_or(&[][..], Vec::as_slice);
-            let bw = median(mine.iter().flat_map(|p| bw_figures(p)).collect());
+            let bw = median(
+                mine.iter()
+                    .flat_map(|p| [p.bw_gbps, p.bw_gbps_reverse].into_iter().flatten())
+                    .collect(),
+            );
             let lat = median(mine.iter().filter_map(|p| p.lat_us).collect());
             HostSummary {
                 host: h.clone(),
