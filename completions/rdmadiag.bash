@@ -97,7 +97,7 @@ _rdmadiag() {
             return 0
             ;;
         rdmadiag__subcmd__bw)
-            opts="-c -s -a -n -D -I -F -p -i -x -v -q -t -Q -l -o -b -w -y -d -h -V --op --connection --size --all --sizes --iters --duration --vs-tcp --inline --CPU-freq --report_gbits --counters --port --bind --persist --loopback --cm --ib-port --gid-index --mtu --tclass --sl --timeout --wait --max-size --max-qps --verbose --json --qps --tx-depth --cq-mod --post-list --outstanding --bidirectional --units --expect-bw --limit_bw --expect-msgrate --limit_msgrate --expect-size --device --help --version"
+            opts="-c -s -a -n -D -I -F -p -i -x -v -q -t -Q -l -o -b -w -y -d -h -V --op --connection --size --all --sizes --iters --duration --vs-tcp --inline --CPU-freq --report_gbits --counters --port --bind --persist --loopback --key-file --cm --ib-port --gid-index --mtu --tclass --sl --timeout --wait --max-size --max-qps --verbose --json --qps --tx-depth --cq-mod --post-list --outstanding --bidirectional --units --expect-bw --limit_bw --expect-msgrate --limit_msgrate --expect-size --device --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -160,6 +160,10 @@ _rdmadiag() {
                     return 0
                     ;;
                 --bind)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --key-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -297,7 +301,7 @@ _rdmadiag() {
             return 0
             ;;
         rdmadiag__subcmd__check)
-            opts="-o -d -h -V --expect-state --expect-rate --expect-width --expect-mtu --expect-link-layer --expect-gid --interval --max-error-delta --loopback-bw --loopback-lat --peer --peer-bw --peer-lat --tclass --sl --timeout --format --output --slurm-drain --json --device --help --version"
+            opts="-o -d -h -V --expect-state --expect-rate --expect-width --expect-mtu --expect-link-layer --expect-gid --interval --max-error-delta --loopback-bw --loopback-lat --peer --key-file --peer-bw --peer-lat --tclass --sl --timeout --format --output --slurm-drain --json --device --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -340,6 +344,10 @@ _rdmadiag() {
                     return 0
                     ;;
                 --peer)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --key-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -699,7 +707,7 @@ _rdmadiag() {
             return 0
             ;;
         rdmadiag__subcmd__lat)
-            opts="-c -s -a -n -D -I -F -p -i -x -v -d -h -V --op --connection --size --all --sizes --iters --duration --vs-tcp --inline --CPU-freq --report_gbits --counters --port --bind --persist --loopback --cm --ib-port --gid-index --mtu --tclass --sl --timeout --wait --max-size --max-qps --verbose --json --histogram --timing --expect-lat --expect-percentile --expect-size --device --help --version"
+            opts="-c -s -a -n -D -I -F -p -i -x -v -d -h -V --op --connection --size --all --sizes --iters --duration --vs-tcp --inline --CPU-freq --report_gbits --counters --port --bind --persist --loopback --key-file --cm --ib-port --gid-index --mtu --tclass --sl --timeout --wait --max-size --max-qps --verbose --json --histogram --timing --expect-lat --expect-percentile --expect-size --device --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -762,6 +770,10 @@ _rdmadiag() {
                     return 0
                     ;;
                 --bind)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --key-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -843,7 +855,7 @@ _rdmadiag() {
             return 0
             ;;
         rdmadiag__subcmd__pingpong)
-            opts="-c -s -n -e -p -i -x -v -d -h -V --connection --size --iters --rx-depth --events --counters --port --bind --persist --loopback --cm --ib-port --gid-index --mtu --tclass --sl --timeout --wait --max-size --max-qps --verbose --compat --json --device --help --version"
+            opts="-c -s -n -e -p -i -x -v -d -h -V --connection --size --iters --rx-depth --events --counters --port --bind --persist --loopback --key-file --cm --ib-port --gid-index --mtu --tclass --sl --timeout --wait --max-size --max-qps --verbose --compat --json --device --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -886,6 +898,10 @@ _rdmadiag() {
                     return 0
                     ;;
                 --bind)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --key-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -991,7 +1007,7 @@ _rdmadiag() {
             return 0
             ;;
         rdmadiag__subcmd__read)
-            opts="-s -n -p -i -x -v -d -h -V --size --iters --counters --port --bind --persist --loopback --cm --ib-port --gid-index --mtu --tclass --sl --timeout --wait --max-size --max-qps --verbose --json --device --help --version"
+            opts="-s -n -p -i -x -v -d -h -V --size --iters --counters --port --bind --persist --loopback --key-file --cm --ib-port --gid-index --mtu --tclass --sl --timeout --wait --max-size --max-qps --verbose --json --device --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1022,6 +1038,10 @@ _rdmadiag() {
                     return 0
                     ;;
                 --bind)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --key-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1087,7 +1107,7 @@ _rdmadiag() {
             return 0
             ;;
         rdmadiag__subcmd__write)
-            opts="-s -n -p -i -x -v -d -h -V --size --iters --counters --port --bind --persist --loopback --cm --ib-port --gid-index --mtu --tclass --sl --timeout --wait --max-size --max-qps --verbose --json --device --help --version"
+            opts="-s -n -p -i -x -v -d -h -V --size --iters --counters --port --bind --persist --loopback --key-file --cm --ib-port --gid-index --mtu --tclass --sl --timeout --wait --max-size --max-qps --verbose --json --device --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1118,6 +1138,10 @@ _rdmadiag() {
                     return 0
                     ;;
                 --bind)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --key-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -63,6 +63,7 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -s n -l iter
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l rx-depth -d 'Receives kept posted' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -s p -l port -d 'TCP port of the control connection' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l bind -d 'Server: listen on this address only' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l key-file -d 'The test-port key, from FILE (at least 16 bytes, mode 600; else RDMADIAG_KEY): a server with a key serves only clients that prove they hold it, and proves it holds it too; a client proves it to a server that asks. Without a key a server serves whoever connects' -r -F
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -s i -l ib-port -d 'Use this port of the device (1-based)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -s x -l gid-index -d 'Use this GID index (default on RoCE: the RoCE v2 GID of the IP that reaches the peer)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l mtu -d 'Path MTU in bytes (default: the smaller active MTU of the two ports)' -r
@@ -96,6 +97,7 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s D -l duration -
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s I -l inline -d 'Send messages up to this size inline (0: never); more than the device allows is an error. Default: 0 for bw; for lat 236, or less if the device allows less' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s p -l port -d 'TCP port of the control connection' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l bind -d 'Server: listen on this address only' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l key-file -d 'The test-port key, from FILE (at least 16 bytes, mode 600; else RDMADIAG_KEY): a server with a key serves only clients that prove they hold it, and proves it holds it too; a client proves it to a server that asks. Without a key a server serves whoever connects' -r -F
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s i -l ib-port -d 'Use this port of the device (1-based)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s x -l gid-index -d 'Use this GID index (default on RoCE: the RoCE v2 GID of the IP that reaches the peer)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l mtu -d 'Path MTU in bytes (default: the smaller active MTU of the two ports)' -r
@@ -144,6 +146,7 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s D -l duration 
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s I -l inline -d 'Send messages up to this size inline (0: never); more than the device allows is an error. Default: 0 for bw; for lat 236, or less if the device allows less' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s p -l port -d 'TCP port of the control connection' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l bind -d 'Server: listen on this address only' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l key-file -d 'The test-port key, from FILE (at least 16 bytes, mode 600; else RDMADIAG_KEY): a server with a key serves only clients that prove they hold it, and proves it holds it too; a client proves it to a server that asks. Without a key a server serves whoever connects' -r -F
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s i -l ib-port -d 'Use this port of the device (1-based)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s x -l gid-index -d 'Use this GID index (default on RoCE: the RoCE v2 GID of the IP that reaches the peer)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l mtu -d 'Path MTU in bytes (default: the smaller active MTU of the two ports)' -r
@@ -176,6 +179,7 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -s s -l size -d
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -s n -l iters -d 'How many times to move the buffer' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -s p -l port -d 'TCP port of the control connection' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -l bind -d 'Server: listen on this address only' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -l key-file -d 'The test-port key, from FILE (at least 16 bytes, mode 600; else RDMADIAG_KEY): a server with a key serves only clients that prove they hold it, and proves it holds it too; a client proves it to a server that asks. Without a key a server serves whoever connects' -r -F
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -s i -l ib-port -d 'Use this port of the device (1-based)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -s x -l gid-index -d 'Use this GID index (default on RoCE: the RoCE v2 GID of the IP that reaches the peer)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -l mtu -d 'Path MTU in bytes (default: the smaller active MTU of the two ports)' -r
@@ -198,6 +202,7 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -s s -l size -d 
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -s n -l iters -d 'How many times to move the buffer' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -s p -l port -d 'TCP port of the control connection' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l bind -d 'Server: listen on this address only' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l key-file -d 'The test-port key, from FILE (at least 16 bytes, mode 600; else RDMADIAG_KEY): a server with a key serves only clients that prove they hold it, and proves it holds it too; a client proves it to a server that asks. Without a key a server serves whoever connects' -r -F
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -s i -l ib-port -d 'Use this port of the device (1-based)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -s x -l gid-index -d 'Use this GID index (default on RoCE: the RoCE v2 GID of the IP that reaches the peer)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l mtu -d 'Path MTU in bytes (default: the smaller active MTU of the two ports)' -r
@@ -230,6 +235,7 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand check" -l max-error-de
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand check" -l loopback-bw -d 'A short loopback RDMA WRITE bandwidth test on each port (64 KiB messages, up to 1 s) must average at least this rate, with its unit (90Gb/s, 10GB/s)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand check" -l loopback-lat -d 'A short loopback RDMA WRITE latency test on each port (2 B, 1000 samples) must have a median of at most this, with its unit (5us)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand check" -l peer -d 'Run --peer-bw and --peer-lat against this persistent rdmadiag server (`rdmadiag bw --persist` there; any test subcommand serves every test). PORT defaults to 18515' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand check" -l key-file -d 'The key of a --peer server started with one (as its --key-file; else RDMADIAG_KEY)' -r -F
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand check" -l peer-bw -d 'RDMA WRITE bandwidth to --peer (64 KiB messages, up to 1 s) must average at least this' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand check" -l peer-lat -d 'RDMA WRITE latency to --peer (2 B, 1000 samples) must have a median of at most this' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand check" -l tclass -d 'RoCE traffic class of the test\'s packets, 0-255 (0x prefix for hex): the GRH traffic class, which RoCE v2 carries as the IP TOS byte, so the DSCP is its top 6 bits (DSCP 26 is --tclass 104) and the ECN its low 2. With --cm it is rdma_cm\'s ToS. Default 0' -r

@@ -149,6 +149,15 @@ pub struct CheckArgs {
     #[arg(long, value_name = "HOST[:PORT]", help_heading = "Active tests")]
     pub peer: Option<String>,
 
+    /// The key of a --peer server started with one (as its --key-file; else RDMADIAG_KEY).
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "peer",
+        help_heading = "Active tests"
+    )]
+    pub key_file: Option<std::path::PathBuf>,
+
     /// RDMA WRITE bandwidth to --peer (64 KiB messages, up to 1 s) must average at least this.
     #[arg(long, value_name = "RATE", value_parser = parse_rate, requires = "peer",
           help_heading = "Active tests")]

@@ -148,6 +148,17 @@ pub struct ConnectArgs {
     #[arg(long, conflicts_with_all = ["host", "persist", "bind"])]
     pub loopback: bool,
 
+    /// The test-port key, from FILE (at least 16 bytes, mode 600; else RDMADIAG_KEY): a server
+    /// with a key serves only clients that prove they hold it, and proves it holds it too; a
+    /// client proves it to a server that asks. Without a key a server serves whoever connects.
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with = "loopback",
+        help_heading = "Security"
+    )]
+    pub key_file: Option<std::path::PathBuf>,
+
     /// Connect the queue pairs through rdma_cm (librdmacm) instead of exchanging them by hand.
     #[arg(long, short_alias = 'R')]
     pub cm: bool,

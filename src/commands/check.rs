@@ -19,6 +19,7 @@ fn plan(a: &CheckArgs) -> Result<Plan> {
                 port,
                 bw: a.peer_bw,
                 lat: a.peer_lat,
+                key: super::test_key(a.key_file.as_deref(), &|k| std::env::var(k).ok())?,
             })
         }
         None => None,

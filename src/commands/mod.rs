@@ -10,6 +10,7 @@ mod ports;
 use crate::Role;
 use crate::cli::{Cli, Command, ConnectArgs};
 use crate::connect::endpoint::{Endpoint, PortChoice};
+use crate::connect::key::TestKey;
 use crate::counters::{Before, CounterDeltas};
 use crate::exit::UsageError;
 use crate::session::{ServerLimits, SessionOptions, StatusSink};
@@ -86,8 +87,31 @@ pub fn session_options(c: &ConnectArgs) -> Result<(SessionOptions, Role)> {
             max_qps: c.max_qps,
             ..Default::default()
         },
+        key: test_key(c.key_file.as_deref(), &|k| std::env::var(k).ok())?,
     };
     Ok((opts, role))
+}
+
+/// The environment variable that holds the test-port key when no --key-file is given.
+pub const TEST_KEY_ENV: &str = "RDMADIAG_KEY";
+
+/// The test-port key: `--key-file`, else RDMADIAG_KEY, else none (an open server).
+pub fn test_key(
+    key_file: Option<&std::path::Path>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<TestKey>> {
+    if let Some(path) = key_file {
+        return Ok(Some(TestKey::new(&crate::fabric::auth::read_key_file(
+            path,
+        )?)));
+    }
+    match env(TEST_KEY_ENV).filter(|k| !k.is_empty()) {
+        Some(k) => {
+            crate::fabric::auth::check_key(k.as_bytes(), TEST_KEY_ENV, "and export it")?;
+            Ok(Some(TestKey::new(k.as_bytes())))
+        }
+        None => Ok(None),
+    }
 }
 
 /// Refuse `flag` on a server, before anything waits: what it asks for (`why`) needs the figures

@@ -20,7 +20,52 @@ pub const MAX_FRAME: usize = 64 * 1024;
 /// Default TCP port, the same as perftest and ibv_rc_pingpong.
 pub const DEFAULT_PORT: u16 = 18515;
 
+use super::key::{NONCE_LEN, TestKey, Unauthenticated, from_hex, random, to_hex};
 pub use super::protocol::*;
+
+/// How a persistent server's refusal starts when it cannot serve a client now (another test
+/// runs, or it holds as many connections as it takes): the client may try again.
+pub const BUSY: &str = "busy:";
+
+/// A server that refused because it is busy (see [`BUSY`]): worth another try in a moment.
+#[derive(Debug)]
+pub struct ServerBusy(pub String);
+
+impl std::fmt::Display for ServerBusy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ServerBusy {}
+
+/// The error for a server's refusal of `what`: [`ServerBusy`] when it says it is busy.
+pub fn refusal(peer: &str, what: &str, reason: &str) -> anyhow::Error {
+    let text = format!("{peer} refused {what}: {reason}");
+    if reason.starts_with(BUSY) {
+        ServerBusy(text).into()
+    } else {
+        anyhow!(text)
+    }
+}
+
+/// The greeting and refusal a server too busy to take a connection writes to it and closes:
+/// the client reads it as a [`ServerBusy`] answer instead of a connection closed unread.
+pub fn busy_greeting(reason: &str) -> Vec<u8> {
+    let mut out = MAGIC.to_vec();
+    out.extend_from_slice(&PROTOCOL_VERSION.to_be_bytes());
+    if let Ok(frame) = encode(&Message::Refuse {
+        reason: format!("{BUSY} {reason}"),
+    }) {
+        out.extend_from_slice(&frame);
+    }
+    out
+}
+
+/// A nonce as sent: lowercase hex of exactly [`NONCE_LEN`] bytes.
+fn nonce_bytes(hex: &str) -> Option<Vec<u8>> {
+    from_hex(hex).filter(|n| n.len() == NONCE_LEN)
+}
 
 /// Encode a message as a frame: u32 big-endian length, then JSON.
 pub fn encode(msg: &Message) -> Result<Vec<u8>> {
@@ -76,6 +121,8 @@ pub struct ControlChannel {
     stream: TcpStream,
     peer: String,
     timeout: Duration,
+    /// A bound on every read and write over and above `timeout` (a handshake's in all).
+    deadline: Option<Instant>,
 }
 
 impl ControlChannel {
@@ -89,7 +136,23 @@ impl ControlChannel {
             stream,
             peer,
             timeout,
+            deadline: None,
         })
+    }
+
+    /// Bound every later read and write by `deadline` too (None: each by the timeout only).
+    pub fn set_deadline(&mut self, deadline: Option<Instant>) {
+        self.deadline = deadline;
+    }
+
+    pub fn set_timeout(&mut self, timeout: Duration) {
+        self.timeout = timeout;
+    }
+
+    /// When the current read or write must be done by.
+    fn by(&self) -> Instant {
+        let own = Instant::now() + self.timeout;
+        self.deadline.map_or(own, |d| d.min(own))
     }
 
     pub fn peer(&self) -> &str {
@@ -106,7 +169,7 @@ impl ControlChannel {
 
     /// Read exactly `buf.len()` bytes before the deadline, naming `what` on failure.
     pub fn read_exact_by(&mut self, buf: &mut [u8], what: &str) -> Result<()> {
-        let deadline = Instant::now() + self.timeout;
+        let deadline = self.by();
         let mut got = 0;
         while got < buf.len() {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -140,15 +203,17 @@ impl ControlChannel {
 
     /// Write all of `bytes` before the deadline.
     pub fn write_all_by(&mut self, bytes: &[u8], what: &str) -> Result<()> {
-        self.stream.set_write_timeout(Some(self.timeout))?;
+        let left = self.by().saturating_duration_since(Instant::now());
+        self.stream
+            .set_write_timeout(Some(left.max(Duration::from_millis(1))))?;
         self.stream
             .write_all(bytes)
             .map_err(|e| anyhow!("sending {what} to {}: {e}", self.peer))
     }
 
-    /// Exchange the greeting: magic and protocol version, then Hello messages.
-    /// Returns the peer's software string.
-    pub fn greet(&mut self) -> Result<String> {
+    /// Exchange the greeting: magic and protocol version, then Hello messages. Returns the
+    /// peer's software string and whether it holds a key.
+    fn exchange_hellos(&mut self, keyed: bool) -> Result<(String, bool)> {
         let mut hello = MAGIC.to_vec();
         hello.extend_from_slice(&PROTOCOL_VERSION.to_be_bytes());
         self.write_all_by(&hello, "the greeting")?;
@@ -169,14 +234,106 @@ impl ControlChannel {
         }
         self.send(&Message::Hello {
             software: format!("rdmadiag {}", crate::VERSION),
+            keyed,
         })?;
         match self.recv("the hello message")? {
-            Message::Hello { software } => Ok(software),
+            Message::Hello { software, keyed } => Ok((software, keyed)),
+            Message::Refuse { reason } => Err(refusal(&self.peer, "this client", &reason)),
             other => bail!(
                 "{} sent a '{}' message where a hello was expected",
                 self.peer,
                 other.name()
             ),
+        }
+    }
+
+    /// The client's greeting: hellos, then, when the server holds a key, the proof that this
+    /// client holds it too (and the server's, that it does). Returns the server's software.
+    pub fn greet_as_client(&mut self, key: Option<&TestKey>) -> Result<String> {
+        let (software, server_keyed) = self.exchange_hellos(key.is_some())?;
+        if !server_keyed {
+            return Ok(software);
+        }
+        let Some(key) = key else {
+            bail!(
+                "the server at {} serves only clients that hold its key: set RDMADIAG_KEY or \
+                 --key-file FILE to the same key",
+                self.peer
+            );
+        };
+        let server_nonce = match self.recv("the server's challenge")? {
+            Message::Challenge { nonce } => nonce_bytes(&nonce)
+                .ok_or_else(|| anyhow!("{} sent a malformed challenge", self.peer))?,
+            Message::Refuse { reason } => return Err(refusal(&self.peer, "this client", &reason)),
+            other => bail!(
+                "{} sent a '{}' message, not a challenge",
+                self.peer,
+                other.name()
+            ),
+        };
+        let nonce = random::<NONCE_LEN>()?;
+        self.send(&Message::Proof {
+            nonce: to_hex(&nonce),
+            mac: to_hex(&key.client_mac(&server_nonce, &nonce)),
+        })?;
+        match self.recv("the server's proof")? {
+            Message::Proof { mac, .. }
+                if from_hex(&mac).is_some_and(|m| key.verify_server(&server_nonce, &nonce, &m)) =>
+            {
+                Ok(software)
+            }
+            Message::Refuse { reason } => Err(refusal(&self.peer, "this client", &reason)),
+            _ => bail!(
+                "{} does not prove it holds the key: not the server meant, or another key",
+                self.peer
+            ),
+        }
+    }
+
+    /// The server's greeting: hellos, then, with a key, the client's proof (refused with an
+    /// [`Unauthenticated`] error when missing or wrong). Returns the client's software.
+    pub fn greet_as_server(&mut self, key: Option<&TestKey>) -> Result<String> {
+        let (software, client_keyed) = self.exchange_hellos(key.is_some())?;
+        let Some(key) = key else {
+            return Ok(software);
+        };
+        if !client_keyed {
+            let why = "this server serves only clients that hold its key (RDMADIAG_KEY or \
+                       --key-file)";
+            let _ = self.send(&Message::Refuse { reason: why.into() });
+            return Err(Unauthenticated(format!("{}: holds no key", self.peer)).into());
+        }
+        let nonce = random::<NONCE_LEN>()?;
+        self.send(&Message::Challenge {
+            nonce: to_hex(&nonce),
+        })?;
+        let (client_nonce, mac) = match self.recv("the client's proof") {
+            Ok(Message::Proof { nonce, mac }) => (nonce, mac),
+            Ok(other) => {
+                return Err(Unauthenticated(format!(
+                    "{} sent a '{}' message, not its proof",
+                    self.peer,
+                    other.name()
+                ))
+                .into());
+            }
+            Err(e) => return Err(e.context(Unauthenticated(format!("{}: no proof", self.peer)))),
+        };
+        let proven = nonce_bytes(&client_nonce).zip(from_hex(&mac));
+        match proven {
+            Some((c, m)) if key.verify_client(&nonce, &c, &m) => {
+                self.send(&Message::Proof {
+                    nonce: String::new(),
+                    mac: to_hex(&key.server_mac(&nonce, &c)),
+                })?;
+                Ok(software)
+            }
+            _ => {
+                let _ = self.send(&Message::Refuse {
+                    reason: "wrong key".into(),
+                });
+                Err(Unauthenticated(format!("{}: wrong key", self.peer)).into())
+            }
         }
     }
 
@@ -259,6 +416,7 @@ mod tests {
         for m in [
             Message::Hello {
                 software: "rdmadiag 0.1.0".into(),
+                keyed: false,
             },
             Message::Refuse {
                 reason: "too big".into(),
@@ -314,15 +472,15 @@ mod tests {
         });
         let t1 = Duration::from_secs(5);
         let mut c = ControlChannel::new(TcpStream::connect(addr).unwrap(), t1).unwrap();
-        let e = c.greet().unwrap_err().to_string();
+        let e = c.greet_as_client(None).unwrap_err().to_string();
         let ours = format!("version {PROTOCOL_VERSION}");
         assert!(e.contains(&ours) && e.contains("version 99"), "{e}");
         let mut c = ControlChannel::new(TcpStream::connect(addr).unwrap(), t1).unwrap();
-        let e = c.greet().unwrap_err().to_string();
+        let e = c.greet_as_client(None).unwrap_err().to_string();
         assert!(e.contains("not rdmadiag") && e.contains("HTTP/1."), "{e}");
         let short = Duration::from_millis(200);
         let mut c = ControlChannel::new(TcpStream::connect(addr).unwrap(), short).unwrap();
-        let e = c.greet().unwrap_err().to_string();
+        let e = c.greet_as_client(None).unwrap_err().to_string();
         assert!(
             e.contains("timed out after 200ms waiting for the rdmadiag greeting"),
             "{e}"

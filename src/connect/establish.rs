@@ -90,7 +90,9 @@ fn accepted(ch: &mut ControlChannel, n: usize, what: &str) -> Result<Vec<Endpoin
     let endpoints = match ch.recv(what)? {
         Message::PerfAccept { endpoints } => endpoints,
         Message::Accept { endpoint } => vec![endpoint],
-        Message::Refuse { reason } => bail!("{peer} refused the test: {reason}"),
+        Message::Refuse { reason } => {
+            return Err(crate::connect::control::refusal(&peer, "the test", &reason));
+        }
         _ => bail!("{peer} sent an unexpected message instead of {what}"),
     };
     if endpoints.len() != n {

@@ -6,5 +6,6 @@ pub mod control;
 pub mod endpoint;
 pub mod establish;
 pub mod heartbeat;
+pub mod key;
 pub mod protocol;
 pub mod test_qp;

@@ -315,8 +315,21 @@ pub struct Batch {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Message {
-    /// The sender's software version, e.g. "rdmadiag 0.1.0 (abc123)".
-    Hello { software: String },
+    /// The sender's software version, e.g. "rdmadiag 0.1.0 (abc123)", and whether it holds a
+    /// test-port key (see [`crate::connect::key`]).
+    Hello {
+        software: String,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        keyed: bool,
+    },
+    /// Server → client, when the server holds a key: prove you hold it too.
+    Challenge { nonce: String },
+    /// Either side: its nonce (the client's) and its MAC over both nonces.
+    Proof {
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        nonce: String,
+        mac: String,
+    },
     /// Client → server: run this test against my endpoint.
     Request { spec: TestSpec, endpoint: Endpoint },
     /// Server → client: here is my endpoint, ready for traffic.
@@ -357,6 +370,8 @@ impl Message {
     pub fn name(&self) -> &'static str {
         match self {
             Message::Hello { .. } => "hello",
+            Message::Challenge { .. } => "challenge",
+            Message::Proof { .. } => "proof",
             Message::Request { .. } => "request",
             Message::Accept { .. } => "accept",
             Message::Refuse { .. } => "refuse",

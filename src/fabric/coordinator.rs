@@ -11,6 +11,7 @@ use super::conn::{self, Conn, Event, Rendezvous};
 use super::protocol::{PairSide, Peer, ToCoordinator, ToRank};
 use super::schedule::{Pair, Schedule, pack};
 use super::verdict::{self, Thresholds};
+use crate::connect::key::TestKey;
 use crate::report::fabric::{
     Finding, HostInfo, PairResult, RefusedConnections, RetestSummary, SuspectNote, Suspects,
 };
@@ -134,15 +135,18 @@ impl Run<'_> {
     /// One round: tell every live rank its peer (or its bye), wait for all of them, merge.
     fn round(&mut self, round: u32, pairs: &[Pair], retested: bool) -> Result<Vec<PairResult>> {
         let mut results = Vec::new();
-        let mut peer_of: BTreeMap<u32, (u32, bool)> = BTreeMap::new();
+        let mut peer_of: BTreeMap<u32, (u32, bool, String)> = BTreeMap::new();
         for &(a, b) in pairs {
             let dead: Vec<u32> = [a, b]
                 .into_iter()
                 .filter(|r| !self.live.contains_key(r))
                 .collect();
             if dead.is_empty() {
-                peer_of.insert(a, (b, true));
-                peer_of.insert(b, (a, false));
+                let key = TestKey::random()
+                    .context("making a pair's test-port key")?
+                    .to_hex();
+                peer_of.insert(a, (b, true, key.clone()));
+                peer_of.insert(b, (a, false, key));
                 continue;
             }
             let why: Vec<String> = dead
@@ -155,7 +159,7 @@ impl Run<'_> {
         for r in &ranks {
             let msg = ToRank::Round {
                 round,
-                peer: peer_of.get(r).map(|(p, _)| {
+                peer: peer_of.get(r).map(|(p, _, _)| {
                     let h = &self.hosts[p];
                     Peer {
                         rank: *p,
@@ -164,7 +168,8 @@ impl Run<'_> {
                         test_port: h.test_port,
                     }
                 }),
-                first: peer_of.get(r).is_some_and(|(_, first)| *first),
+                first: peer_of.get(r).is_some_and(|(_, first, _)| *first),
+                pair_key: peer_of.get(r).map(|(_, _, key)| key.clone()),
             };
             self.tell(*r, &msg);
         }

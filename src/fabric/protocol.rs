@@ -40,6 +40,10 @@ pub enum ToRank {
         round: u32,
         peer: Option<Peer>,
         first: bool,
+        /// The pair's test-port key (hex), fresh for each pair of each round and sent only to
+        /// its two ranks: the server end serves only a client that proves it holds it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pair_key: Option<String>,
     },
     Finish {
         exit_code: u8,

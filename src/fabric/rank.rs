@@ -4,6 +4,7 @@
 
 use super::auth::{self, Auth, Direction, Greeting, OpenError};
 use super::protocol::{self, Hello, PairSide, Peer, ToCoordinator, ToRank};
+use crate::connect::key::TestKey;
 use anyhow::{Context as _, Result, anyhow, bail};
 use std::io::{BufReader, ErrorKind};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
@@ -25,6 +26,9 @@ pub struct PairTest<'a> {
     pub first: bool,
     /// This rank's test port (bound with port 0 before the rendezvous).
     pub listener: &'a TcpListener,
+    /// The pair's test-port key from the coordinator: the server end serves only a client that
+    /// holds it, the client proves it.
+    pub key: Option<TestKey>,
 }
 
 /// What runs the tests between two ranks: the real one drives verbs through the library API;
@@ -216,7 +220,17 @@ pub fn run_rank(
         let msg: ToRank = serde_json::from_slice(json)
             .map_err(|e| anyhow!("the fabric coordinator sent something unreadable: {e}"))?;
         match msg {
-            ToRank::Round { round, peer, first } => {
+            ToRank::Round {
+                round,
+                peer,
+                first,
+                pair_key,
+            } => {
+                let key = match pair_key.as_deref().map(TestKey::from_hex) {
+                    Some(None) => bail!("the fabric coordinator sent a malformed pair key"),
+                    Some(k) => k,
+                    None => None,
+                };
                 let side = match &peer {
                     Some(p) => {
                         let started = Instant::now();
@@ -225,6 +239,7 @@ pub fn run_rank(
                             peer: p,
                             first,
                             listener,
+                            key: key.clone(),
                         });
                         log(&format!(
                             "round {round}: with {} in {:.1} s{}",

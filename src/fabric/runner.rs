@@ -137,7 +137,10 @@ impl VerbsRunner {
     /// One test of the pair, this side's part; Some(figure) when this side is the client.
     fn step(&self, t: &PairTest, kind: PairTestKind, a_is_client: bool) -> Result<Option<f64>> {
         let client = a_is_client == t.first;
-        let opts = self.options();
+        let opts = SessionOptions {
+            key: t.key.clone(),
+            ..self.options()
+        };
         if !client {
             crate::serve_on(t.listener, &opts)?;
             return Ok(None);

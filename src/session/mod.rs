@@ -7,6 +7,7 @@ pub mod pingpong;
 
 use crate::connect::control::{ControlChannel, Message, Priority};
 use crate::connect::endpoint::PortChoice;
+use crate::connect::key::{TestKey, Unauthenticated, is_unauthenticated};
 pub use crate::perf::{Observer, Unobserved};
 use crate::report::pingpong::PingpongReport;
 use anyhow::{Context as _, Result, anyhow, bail};
@@ -65,6 +66,8 @@ pub struct SessionOptions {
     pub client_log: StatusSink,
     /// What this side agrees to allocate when serving.
     pub limits: ServerLimits,
+    /// The test-port key: a server serves only clients that hold it, a client proves it.
+    pub key: Option<TestKey>,
 }
 
 impl SessionOptions {
@@ -87,6 +90,7 @@ impl SessionOptions {
             status: StatusSink::default(),
             client_log: StatusSink::default(),
             limits: ServerLimits::default(),
+            key: None,
         }
     }
 }
@@ -246,14 +250,38 @@ pub fn accept(l: &TcpListener, wait: Option<Duration>) -> Result<TcpStream> {
     }
 }
 
-/// Greet a client and read its test request (both bounded by the timeout).
+/// How long a server with a key gives a connection to greet and prove itself: a real client
+/// does in milliseconds; one that stalls cannot hold a one-shot server's port for long.
+pub const KEYED_GREETING_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Greet a client and read its test request (both bounded by the timeout; with a key, the
+/// greeting and proof by [`KEYED_GREETING_TIMEOUT`] in all, and any failure there is the
+/// client's [`Unauthenticated`]).
 fn handshake(stream: TcpStream, opts: &SessionOptions) -> Result<(ControlChannel, Message)> {
-    let mut ch = ControlChannel::new(stream, opts.timeout)?;
+    let arrived = Instant::now();
+    let keyed = opts.key.is_some();
+    let greeting_timeout = if keyed {
+        opts.timeout.min(KEYED_GREETING_TIMEOUT)
+    } else {
+        opts.timeout
+    };
+    let mut ch = ControlChannel::new(stream, greeting_timeout)?;
     let peer = ch.peer().to_string();
     phase::enter(phase::HANDSHAKE, Some(&peer));
-    let software = ch.greet()?;
+    ch.set_deadline(Some(Instant::now() + greeting_timeout));
+    let software = match ch.greet_as_server(opts.key.as_ref()) {
+        Ok(s) => s,
+        Err(e) if keyed && !is_unauthenticated(&e) => {
+            return Err(e.context(Unauthenticated(format!("{peer} did not greet"))));
+        }
+        Err(e) => return Err(e),
+    };
+    // The request comes within the timeout of the connection's arrival: one deadline in all.
+    ch.set_timeout(opts.timeout);
+    ch.set_deadline(Some(arrived + opts.timeout));
     status(opts, &format!("client {peer} ({software}) connected"));
     let msg = ch.recv("the test request")?;
+    ch.set_deadline(None);
     Ok((ch, msg))
 }
 
@@ -306,8 +334,35 @@ pub fn run_server<T>(
         opts,
         &format!("waiting for a client on {}", l.local_addr()?),
     );
-    let stream = accept(&l, Some(opts.wait))?;
-    serve(stream, opts)
+    serve_first(&l, opts, serve)
+}
+
+/// Serve the first client; with a key, the first that proves it holds it (others are logged
+/// and closed, and the wait goes on), all within the options' `wait`.
+fn serve_first<T>(
+    l: &TcpListener,
+    opts: &SessionOptions,
+    serve: impl Fn(TcpStream, &SessionOptions) -> Result<T>,
+) -> Result<T> {
+    let started = Instant::now();
+    loop {
+        let left = opts.wait.saturating_sub(started.elapsed());
+        let stream = accept(l, Some(left.max(Duration::from_millis(1)))).map_err(|e| {
+            match opts.key.is_some() && started.elapsed() >= opts.wait {
+                true => anyhow!(
+                    "no client with this server's key connected within {}",
+                    humantime::format_duration(opts.wait)
+                ),
+                false => e,
+            }
+        })?;
+        match serve(stream, opts) {
+            Err(e) if opts.key.is_some() && is_unauthenticated(&e) => {
+                log_client(opts, &format!("refused a client: {e:#}"));
+            }
+            r => return r,
+        }
+    }
 }
 
 /// Run as the server for one client on a listener bound already (`rdmadiag fabric` binds its
@@ -321,63 +376,122 @@ pub fn run_server_on<T>(
     check_serving_port(opts)?;
     l.set_nonblocking(true)
         .context("making the test listener non-blocking")?;
-    let stream = accept(l, Some(opts.wait))?;
-    serve(stream, opts)
+    serve_first(l, opts, serve)
 }
 
 /// The most connections a persistent server holds at once (each a thread until its greeting
-/// and request, bounded by --timeout, are done): more are closed unread and logged.
+/// and request are done, within --timeout in all): when all are taken, the oldest still greeting
+/// after [`EVICT_AFTER`] gives its place to the new one, else the new one is told the server is
+/// busy.
 pub const MAX_PERSIST_CONNECTIONS: usize = 32;
 
+/// How long a connection still greeting holds its place against a newer one.
+pub const EVICT_AFTER: Duration = Duration::from_secs(1);
+
+/// A persistent server's connection: its thread, a handle to close it, when it came, and
+/// whether it is still greeting (not yet a client with a request).
+struct Visitor {
+    thread: std::thread::JoinHandle<()>,
+    stream: TcpStream,
+    since: Instant,
+    greeting: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// Make room for one more connection: drop finished ones, then, when all places are taken,
+/// close the oldest still greeting after [`EVICT_AFTER`]. False: no room (all are clients).
+fn make_room(visitors: &mut Vec<Visitor>, opts: &SessionOptions) -> bool {
+    visitors.retain(|v| !v.thread.is_finished());
+    if visitors.len() < MAX_PERSIST_CONNECTIONS {
+        return true;
+    }
+    let oldest = visitors
+        .iter()
+        .enumerate()
+        .filter(|(_, v)| v.greeting.load(Ordering::Relaxed) && v.since.elapsed() >= EVICT_AFTER)
+        .min_by_key(|(_, v)| v.since)
+        .map(|(i, _)| i);
+    let Some(i) = oldest else {
+        return false;
+    };
+    let v = visitors.swap_remove(i);
+    let _ = v.stream.shutdown(std::net::Shutdown::Both);
+    let peer = v
+        .stream
+        .peer_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    log_client(
+        opts,
+        &format!(
+            "closed {peer}: still greeting after {:.1} s, its place given to a newer connection",
+            v.since.elapsed().as_secs_f64()
+        ),
+    );
+    true
+}
+
 /// `--persist`: serve until Ctrl-C, whatever test each client asks for. Each connection gets
-/// its own thread for the greeting and request (so a silent peer only ties up itself), at most
-/// [`MAX_PERSIST_CONNECTIONS`] at once; one test runs at a time, and a client arriving
-/// meanwhile is told the server is busy. Every client is logged to the client log; none can
-/// take the server down. Ends only with an error (Ctrl-C or a broken listener).
+/// its own thread for the greeting (and, with a key, its proof) and request, within --timeout
+/// in all, so a silent peer only ties up itself, at most [`MAX_PERSIST_CONNECTIONS`] at once
+/// (see [`make_room`]); one test runs at a time, and a client arriving meanwhile is told the
+/// server is busy. Every client is logged to the client log; none can take the server down.
+/// Ends only with an error (Ctrl-C or a broken listener).
 pub fn run_persistent(opts: &SessionOptions) -> Result<std::convert::Infallible> {
+    use std::io::Write as _;
+    use std::sync::atomic::AtomicBool;
     phase::enter(phase::LISTEN, None);
     check_serving_port(opts)?;
     let l = listen(opts)?;
+    let keyed = if opts.key.is_some() {
+        "clients with its key"
+    } else {
+        "any client (no key: see --key-file)"
+    };
     status(
         opts,
-        &format!("serving clients on {} until Ctrl-C", l.local_addr()?),
+        &format!("serving {keyed} on {} until Ctrl-C", l.local_addr()?),
     );
     let running: std::sync::Arc<std::sync::Mutex<Option<String>>> = Default::default();
-    let mut threads: Vec<std::thread::JoinHandle<()>> = Vec::new();
+    let mut visitors: Vec<Visitor> = Vec::new();
     loop {
-        threads.retain(|t| !t.is_finished());
         let stream = match l.accept() {
             Ok((s, _)) => s,
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {
                 if STOP.load(Ordering::Relaxed) {
-                    for t in threads {
-                        let _ = t.join();
+                    for v in visitors {
+                        let _ = v.thread.join();
                     }
                     return Err(crate::exit::Interrupted.into());
                 }
+                visitors.retain(|v| !v.thread.is_finished());
                 std::thread::sleep(Duration::from_millis(20));
                 continue;
             }
-            Err(e) => bail!("accepting a client: {e}"),
+            Err(e) => {
+                // Out of descriptors, or a connection reset in the queue: the server goes on.
+                log_client(opts, &format!("could not accept a connection: {e}"));
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
         };
         let peer = stream
             .peer_addr()
             .map(|a| a.to_string())
             .unwrap_or_default();
-        if threads.len() >= MAX_PERSIST_CONNECTIONS {
-            drop(stream);
-            log_client(
-                opts,
-                &format!(
-                    "closed {peer} unread: {MAX_PERSIST_CONNECTIONS} connections already open"
-                ),
-            );
+        if !make_room(&mut visitors, opts) {
+            let why = format!("{MAX_PERSIST_CONNECTIONS} clients are being served or set up");
+            let _ = stream.set_nonblocking(true);
+            let _ = (&stream).write_all(&crate::connect::control::busy_greeting(&why));
+            log_client(opts, &format!("told {peer} the server is busy ({why})"));
             continue;
         }
         stream.set_nonblocking(false)?;
-        let (o, running) = (opts.clone(), running.clone());
-        threads.push(std::thread::spawn(move || {
+        let handle = stream.try_clone()?;
+        let greeting = std::sync::Arc::new(AtomicBool::new(true));
+        let (o, running, still) = (opts.clone(), running.clone(), greeting.clone());
+        let thread = std::thread::spawn(move || {
             let outcome = handshake(stream, &o).and_then(|(mut ch, msg)| {
+                still.store(false, Ordering::Relaxed);
                 let serving = {
                     let mut slot = running.lock().unwrap_or_else(|p| p.into_inner());
                     match slot.as_ref() {
@@ -392,8 +506,9 @@ pub fn run_persistent(opts: &SessionOptions) -> Result<std::convert::Infallible>
                     Err(other) => {
                         ch.send(&Message::Refuse {
                             reason: format!(
-                                "busy: this server is running a test for {other}; retry in a \
-                                 moment"
+                                "{} this server is running a test for {other}; retry in a \
+                                 moment",
+                                crate::connect::control::BUSY
                             ),
                         })?;
                         Ok(None)
@@ -410,7 +525,13 @@ pub fn run_persistent(opts: &SessionOptions) -> Result<std::convert::Infallible>
                 Ok(None) => log_client(&o, &format!("told {peer} the server is busy")),
                 Err(e) => log_client(&o, &format!("client {peer} failed: {e:#}")),
             }
-        }));
+        });
+        visitors.push(Visitor {
+            thread,
+            stream: handle,
+            since: Instant::now(),
+            greeting,
+        });
     }
 }
 
@@ -448,3 +569,6 @@ pub fn run_loopback<S: Send + 'static, T>(
     let _ = served;
     result
 }
+
+#[cfg(test)]
+mod keyed_tests;

@@ -185,7 +185,7 @@ pub fn client(
     let mut ch = ControlChannel::new(stream, opts.timeout)?;
     let peer = ch.peer().to_string();
     phase::enter(phase::HANDSHAKE, Some(&peer));
-    ch.greet()?;
+    ch.greet_as_client(opts.key.as_ref())?;
     let p = params(spec, opts, &peer);
     let recipe = PingpongQp { spec, params: &p };
     // Owns the QP and its rdma_cm id, and drops them in that order.

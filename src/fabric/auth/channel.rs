@@ -3,48 +3,11 @@
 //! direction, so a forged, altered, replayed, reordered or reflected line is refused.
 
 use super::DOMAIN;
-use hmac::{Hmac, Mac};
+pub(super) use crate::connect::key::{tag, verify_tag};
+
+pub use crate::connect::key::{from_hex, to_hex};
 use serde::Serialize;
-use sha2::Sha256;
 use std::io::Write;
-
-type HmacSha256 = Hmac<Sha256>;
-
-fn hmac(key: &[u8], parts: &[&[u8]]) -> HmacSha256 {
-    // HMAC takes a key of any length: this cannot fail.
-    let mut m = <HmacSha256 as Mac>::new_from_slice(key).expect("HMAC accepts any key length");
-    for p in parts {
-        m.update(&(p.len() as u64).to_be_bytes());
-        m.update(p);
-    }
-    m
-}
-
-/// Whether `mac` is the tag of `parts` under `key` (compared in constant time).
-pub(super) fn verify_tag(key: &[u8], parts: &[&[u8]], mac: &[u8]) -> bool {
-    hmac(key, parts).verify_slice(mac).is_ok()
-}
-
-pub(super) fn tag(key: &[u8], parts: &[&[u8]]) -> [u8; 32] {
-    hmac(key, parts).finalize().into_bytes().into()
-}
-
-pub fn to_hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-/// Lowercase hex only, as [`to_hex`] writes it: one spelling per value, so no byte of a sealed
-/// line can change without failing its MAC (tests/fuzz.rs found 'A' for 'a').
-pub fn from_hex(s: &str) -> Option<Vec<u8>> {
-    let lower = |b: &u8| b.is_ascii_digit() || (b'a'..=b'f').contains(b);
-    if !s.len().is_multiple_of(2) || !s.bytes().all(|b| lower(&b)) {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).ok())
-        .collect()
-}
 
 /// Which way a line goes (part of every MAC, so a line cannot be reflected back).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,12 +123,13 @@ impl Opener {
         let Some(mac) = std::str::from_utf8(mac).ok().and_then(from_hex) else {
             return Err(OpenError::Unsealed);
         };
-        hmac(
+        if !verify_tag(
             key,
             &[DOMAIN, self.dir.byte(), &self.seq.to_be_bytes(), json],
-        )
-        .verify_slice(&mac)
-        .map_err(|_| OpenError::BadMac)?;
+            &mac,
+        ) {
+            return Err(OpenError::BadMac);
+        }
         self.seq += 1;
         Ok(json)
     }

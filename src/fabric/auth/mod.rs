@@ -24,6 +24,7 @@ use std::path::{Path, PathBuf};
 mod channel;
 mod munge;
 
+use crate::connect::key::random;
 pub use channel::{Direction, OpenError, Opener, Sealer, channel, from_hex, to_hex};
 use channel::{tag, verify_tag};
 use munge::{munge_encode, munge_payload, verify_munge};
@@ -269,7 +270,7 @@ pub fn read_key_file(path: &Path) -> Result<Vec<u8>> {
 /// A key worth its name: at least [`MIN_KEY_LEN`] bytes, not only blanks, and at least 5
 /// distinct bytes (16 spaces or `aaaa...` would pass the length and guard nothing; a random hex
 /// key of 16 characters has fewer than 5 distinct ones with a chance under one in a million).
-fn check_key(key: &[u8], source: &str, to: &str) -> Result<()> {
+pub fn check_key(key: &[u8], source: &str, to: &str) -> Result<()> {
     let make = format!("e.g. openssl rand -hex 32 {to}");
     if key.len() < MIN_KEY_LEN {
         return Err(UsageError(format!(
@@ -300,14 +301,6 @@ fn own_uid() -> Result<u32> {
         .and_then(|v| v.split_whitespace().next())
         .and_then(|v| v.parse().ok())
         .ok_or_else(|| anyhow!("no Uid line in /proc/self/status"))
-}
-
-fn random<const N: usize>() -> Result<[u8; N]> {
-    let mut b = [0u8; N];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut b))
-        .context("reading /dev/urandom for a nonce")?;
-    Ok(b)
 }
 
 /// What the coordinator learnt from a rank's proof.

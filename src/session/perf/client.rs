@@ -29,7 +29,7 @@ pub fn client(
     let mut ch = ControlChannel::new(stream, opts.timeout)?;
     let peer = ch.peer().to_string();
     phase::enter(phase::HANDSHAKE, Some(&peer));
-    ch.greet()?;
+    ch.greet_as_client(opts.key.as_ref())?;
     let recipe = PerfQps {
         spec,
         kind,
