@@ -276,9 +276,11 @@ fn handshake(stream: TcpStream, opts: &SessionOptions) -> Result<(ControlChannel
         }
         Err(e) => return Err(e),
     };
-    // The request comes within the timeout of the connection's arrival: one deadline in all.
+    // A persistent server's connection sends its request within the timeout of its arrival:
+    // one deadline in all, so it cannot hold a place step by step. A one-shot server's client
+    // may take the timeout again (it opens its device and makes its QPs before the request).
     ch.set_timeout(opts.timeout);
-    ch.set_deadline(Some(arrived + opts.timeout));
+    ch.set_deadline(opts.persist.then(|| arrived + opts.timeout));
     status(opts, &format!("client {peer} ({software}) connected"));
     let msg = ch.recv("the test request")?;
     ch.set_deadline(None);

@@ -295,7 +295,15 @@ fn a_keyed_persistent_server_serves_its_clients_past_stalled_intruders() {
     };
     let key = key_file("key", "3f1c9a7e5b2d4068a1e3c5f7092b4d6e\n");
     let other = key_file("other", "b7e1d3c5a9f2046813579bdf02468ace\n");
-    let mut server = spawn_rdmadiag(&["pingpong", "--persist", "-p", "18708", "--key-file", &key]);
+    let mut server = spawn_rdmadiag(&[
+        "pingpong",
+        "--persist",
+        "-v",
+        "-p",
+        "18708",
+        "--key-file",
+        &key,
+    ]);
     wait_listening(18708, LIMIT);
     let stalled: Vec<TcpStream> = (0..40)
         .filter_map(|_| {
