@@ -129,6 +129,7 @@ impl Sheet {
             ranks: vec![u32::MAX; names.len()],
             ..Sheet::default()
         };
+        s.reserve(judged().count(), 0);
         let mut ids: BTreeMap<&str, u16> = BTreeMap::new();
         let mut rises = Vec::new();
         for p in judged() {
@@ -155,6 +156,13 @@ impl Sheet {
             s.push_ix(a, b, f, p.error.clone(), &rises);
         }
         s
+    }
+
+    /// Room for `pairs` more pairs and `rises` more counter rises (a fleet's millions of pairs
+    /// then take what they need, not twice that while they grow).
+    pub fn reserve(&mut self, pairs: usize, rises: usize) {
+        self.figs.reserve_exact(pairs);
+        self.rises.reserve_exact(rises);
     }
 
     /// A counter's id (interned on first use).
