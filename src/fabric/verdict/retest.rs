@@ -100,7 +100,10 @@ pub(super) fn run<E>(
     t: &Thresholds,
     mut run_retests: impl FnMut(Vec<Pair>) -> Result<Vec<PairResult>, E>,
 ) -> Result<(Vec<Trial>, Vec<PairResult>, RetestSummary), E> {
-    let mut partners = Partners::new(suspects.iter(), ranks, missing);
+    // A held link's far end is no partner either: a host retested against the other end of
+    // its own slow link measures the link again (the lab's fab4, slow to fab2 both ways, was
+    // retested against fab2 and "confirmed" as a slow sender).
+    let mut partners = Partners::new(suspects.iter().chain(held.iter()), ranks, missing);
     let mut trials: Vec<Trial> = suspects
         .into_iter()
         .map(|suspect| Trial {
