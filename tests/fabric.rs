@@ -521,6 +521,11 @@ fn a_missing_rank_is_named_with_the_refusals_that_may_have_kept_it_out() {
         why.contains("did not join") && why.contains("kept out") && why.contains("127.0.0.1"),
         "{why}"
     );
+    assert_eq!(
+        why.matches("127.0.0.1").count(),
+        1,
+        "each address named once: {why}"
+    );
     assert!(o.refused.iter().map(|r| r.count).sum::<u64>() >= 1);
     for s in senders {
         s.join().unwrap();

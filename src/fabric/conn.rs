@@ -260,14 +260,14 @@ struct Slots<'a> {
 }
 
 impl Slots<'_> {
-    /// Close a connection now (its descriptor too; its reader then ends), counting why.
+    /// Close a connection now (dropping a [`Conn`] shuts it down, so its reader ends too),
+    /// counting why.
     fn close(&mut self, id: usize, why: Option<String>) {
         self.pending.remove(&id);
-        if let Some(c) = self.conns.remove(&id) {
-            let _ = c.writer.shutdown(std::net::Shutdown::Both);
-            if let Some(why) = why {
-                self.refusals.add(c.peer, why);
-            }
+        if let Some(c) = self.conns.remove(&id)
+            && let Some(why) = why
+        {
+            self.refusals.add(c.peer, why);
         }
     }
 

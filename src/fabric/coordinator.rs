@@ -101,12 +101,9 @@ impl Run<'_> {
     }
 
     fn lose(&mut self, rank: u32, why: String) {
-        if let Some(c) = self
-            .live
-            .remove(&rank)
-            .and_then(|id| self.conns.remove(&id))
-        {
-            let _ = c.writer.shutdown(std::net::Shutdown::Both);
+        // Dropping its connection shuts it down.
+        if let Some(id) = self.live.remove(&rank) {
+            self.conns.remove(&id);
         }
         self.gone.entry(rank).or_insert(why);
     }
@@ -477,8 +474,13 @@ fn kept_out(refused: &[RefusedConnections]) -> String {
     if count == 0 {
         return String::new();
     }
-    let mut from: Vec<&str> = refused.iter().map(|r| r.address.as_str()).collect();
-    from.dedup();
+    // Each address once, in the order first refused (entries are per address and reason).
+    let mut from: Vec<&str> = Vec::new();
+    for r in refused {
+        if !from.contains(&r.address.as_str()) {
+            from.push(&r.address);
+        }
+    }
     let shown = from.iter().take(3).copied().collect::<Vec<_>>().join(", ");
     let more = if from.len() > 3 { ", ..." } else { "" };
     format!(

@@ -268,7 +268,7 @@ fn handshake(stream: TcpStream, opts: &SessionOptions) -> Result<(ControlChannel
     let mut ch = ControlChannel::new(stream, greeting_timeout)?;
     let peer = ch.peer().to_string();
     phase::enter(phase::HANDSHAKE, Some(&peer));
-    ch.set_deadline(Some(Instant::now() + greeting_timeout));
+    ch.set_deadline(Some(arrived + greeting_timeout));
     let software = match ch.greet_as_server(opts.key.as_ref()) {
         Ok(s) => s,
         Err(e) if keyed && !is_unauthenticated(&e) => {
@@ -350,12 +350,13 @@ fn serve_first<T>(
     loop {
         let left = opts.wait.saturating_sub(started.elapsed());
         let stream = accept(l, Some(left.max(Duration::from_millis(1)))).map_err(|e| {
-            match opts.key.is_some() && started.elapsed() >= opts.wait {
-                true => anyhow!(
+            if opts.key.is_some() && started.elapsed() >= opts.wait {
+                anyhow!(
                     "no client with this server's key connected within {}",
                     humantime::format_duration(opts.wait)
-                ),
-                false => e,
+                )
+            } else {
+                e
             }
         })?;
         match serve(stream, opts) {
