@@ -81,6 +81,11 @@ fn every_subcommand_has_a_page_with_the_hand_written_sections() {
         .unwrap()
     };
     let root_page = page("rdmadiag");
+    let fabric = page("rdmadiag-fabric");
+    assert!(
+        fabric.contains("ENCODE_HOST") && fabric.contains("What munge cannot tell"),
+        "the fabric page says what binds a munge credential to its rank, and what it cannot"
+    );
     assert!(root_page.contains(".SH ENVIRONMENT") && root_page.contains("NO_COLOR"));
     for sub in rdmadiag::cli::Cli::command().get_subcommands() {
         let text = page(&format!("rdmadiag-{}", sub.get_name()));
@@ -92,6 +97,16 @@ fn every_subcommand_has_a_page_with_the_hand_written_sections() {
             );
         }
         assert!(text.contains(&format!("rdmadiag {}", sub.get_name())));
+        // Every subcommand that opens a port says who may use it and what an open one gives up.
+        let listens = sub
+            .get_arguments()
+            .any(|a| matches!(a.get_id().as_str(), "key_file" | "persist" | "insecure"));
+        assert_eq!(
+            text.contains(".SH SECURITY"),
+            listens,
+            "rdmadiag-{}.1: SECURITY section iff it takes --key-file, --persist or --insecure",
+            sub.get_name()
+        );
         assert!(root_page.contains(&format!("rdmadiag\\-{}(1)", sub.get_name())));
     }
     for shell_file in ["rdmadiag.bash", "_rdmadiag", "rdmadiag.fish"] {

@@ -1085,7 +1085,9 @@ struct Munged {
 
 impl Munged {
     fn start() -> Munged {
-        let dir = std::env::temp_dir().join(format!("rdmadiag-munged.{}", std::process::id()));
+        static STARTED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("rdmadiag-munged.{}.{n}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let child = std::process::Command::new("munged")
             .arg("--foreground")
@@ -1126,7 +1128,23 @@ impl Munged {
             step: "0".into(),
             uid,
             socket: Some(self.socket()),
+            layout: None,
         })
+    }
+
+    /// [`Munged::job`] as rank 0 sees it under srun: the step's nodes and tasks per node.
+    fn job_on(&self, job: &str, nodes: &str, tasks: &str) -> Auth {
+        let Auth::Munge(mut j) = self.job(job) else {
+            unreachable!()
+        };
+        let env = |k: &str| match k {
+            "SLURM_STEP_NODELIST" => Some(nodes.to_string()),
+            "SLURM_STEP_TASKS_PER_NODE" => Some(tasks.to_string()),
+            _ => None,
+        };
+        j.layout = auth::StepLayout::from_env(&env);
+        assert!(j.layout.is_some());
+        Auth::Munge(j)
     }
 }
 
@@ -1136,6 +1154,46 @@ impl Drop for Munged {
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// Attack 5 of issue 31: a process of the job's uid, outside the job, makes a genuine credential
+/// naming this job and a rank: rank 0 believes the rank only from the node the step placed it on
+/// (the credential's own ENCODE_HOST), so the ranks of other nodes cannot be taken.
+#[test]
+fn a_munge_credential_speaks_only_for_the_ranks_of_the_node_that_made_it() {
+    let munged = Munged::start();
+    // This host runs ranks 0 and 1; rank 2 runs on a node of TEST-NET (192.0.2.7).
+    let here = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let nodes = format!("{},192.0.2.7", here.trim());
+    let mut cfg = config(2, Duration::from_secs(20));
+    cfg.auth = munged.job_on("42", &nodes, "2,1");
+    let (port, refusals, coordinator) = start_coordinator(cfg);
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut lines = BufReader::new(s.try_clone().unwrap());
+    let mut buf = Vec::new();
+    let g: auth::Greeting = auth::read_plain(&mut lines, &mut buf).unwrap();
+    let (proof, _) = auth::prove(&munged.job("42"), 2, &g).unwrap();
+    send(&mut s, &proof).unwrap();
+    let answer: ToRank = auth::read_plain(&mut lines, &mut buf).unwrap();
+    assert!(
+        matches!(&answer, ToRank::Abort { reason }
+            if reason.contains("but rank 2 of job 42.0 runs on 192.0.2.7")),
+        "{answer:?}"
+    );
+    let ranks = [
+        rank_thread(0, 2, port, munged.job("42")),
+        rank_thread(1, 2, port, munged.job("42")),
+    ];
+    for r in ranks {
+        assert_eq!(r.join().unwrap().unwrap(), 0);
+    }
+    clean_two_rank_outcome(&coordinator.join().unwrap().unwrap());
+    assert!(
+        refusals.all().contains("runs on 192.0.2.7"),
+        "{}",
+        refusals.all()
+    );
 }
 
 #[test]

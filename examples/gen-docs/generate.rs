@@ -60,7 +60,8 @@ fn page_name(cmd: &Command) -> String {
         .to_string()
 }
 
-/// One page: clap_mangen's sections, then EXIT STATUS, ENVIRONMENT (rdmadiag.1 only), EXAMPLES,
+/// One page: clap_mangen's sections, then EXIT STATUS, SECURITY (subcommands with a port),
+/// ENVIRONMENT (rdmadiag.1 only), EXAMPLES,
 /// VERSION and SEE ALSO. The root's after_help (a one-line exit status summary)
 /// is left out: EXIT STATUS says it in full.
 fn man_page(cmd: &Command, subcommand: Option<&str>, pages: &[String]) -> GeneratedFile {
@@ -93,6 +94,9 @@ fn man_page(cmd: &Command, subcommand: Option<&str>, pages: &[String]) -> Genera
         add(other_tools_flags(sub).render().into_bytes());
     }
     add(exit_status().render().into_bytes());
+    if let Some(sub) = subcommand {
+        add(security(sub).render().into_bytes());
+    }
     if subcommand.is_none() {
         add(environment().render().into_bytes());
     }
@@ -136,6 +140,22 @@ fn other_tools_flags(subcommand: &str) -> Roff {
         r.control("TP", []);
         r.text([bold(flag)]);
         r.text([roman(meaning)]);
+    }
+    r
+}
+
+/// SECURITY: who may use a subcommand's port, and what an open one gives up (none without).
+fn security(subcommand: &str) -> Roff {
+    let mut r = Roff::new();
+    let items = manual::security(subcommand);
+    if items.is_empty() {
+        return r;
+    }
+    r.control("SH", ["SECURITY"]);
+    for (heading, text) in items {
+        r.control("TP", []);
+        r.text([bold(*heading)]);
+        r.text([roman(*text)]);
     }
     r
 }

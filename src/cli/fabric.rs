@@ -184,8 +184,9 @@ pub struct FabricArgs {
 pub struct FabricSecurityArgs {
     /// Read the run's shared key from FILE (at least 16 bytes, mode 600; the same file on
     /// every rank). Only ranks that prove the run's credential join: this key, else
-    /// RDMADIAG_FABRIC_KEY, else under srun a munge credential of the same uid and job step;
-    /// with none of them the run refuses to start. Every later message is HMAC-signed.
+    /// RDMADIAG_FABRIC_KEY, else under srun a munge credential of the same uid and job step,
+    /// made on the node that runs the rank it claims; with none of them the run refuses to
+    /// start. Every later message is HMAC-signed (SECURITY in the man page).
     #[arg(long, value_name = "FILE", help_heading = "Security")]
     pub key_file: Option<PathBuf>,
 

@@ -1,5 +1,5 @@
 //! The hand-written parts of the man pages: examples, other tools' flags, exit status,
-//! environment and related tools.
+//! security, environment and related tools.
 //!
 //! Everything else in man/ comes from the clap definition (src/cli/). `cargo run --example
 //! gen-docs` renders both into man/ and completions/, and tests/docs.rs fails when those files
@@ -7,8 +7,10 @@
 //! subcommand still gets a complete page; the tests below check that every example parses.
 
 mod examples;
+mod security;
 
 pub use examples::{DEFAULT_EXAMPLES, EXAMPLES};
+pub use security::security;
 
 use crate::exit;
 
@@ -195,7 +197,9 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
     (
         "SLURM_JOB_ID, SLURM_STEP_ID",
         "fabric under srun with munge: the job step every rank's credential must name; a \
-         credential of another job, step or uid, or one seen before, is refused.",
+         credential of another job, step or uid, or one seen before, is refused. Rank 0 reads \
+         SLURM_STEP_TASKS_PER_NODE and SLURM_DISTRIBUTION too: a credential speaks only for the \
+         ranks of the node that made it (see SECURITY in rdmadiag-fabric(1)).",
     ),
     (
         "SLURM_PROCID, SLURM_STEP_NUM_TASKS, SLURM_NTASKS, SLURM_STEP_NODELIST",

@@ -735,6 +735,29 @@ fn intrude(deadline: Duration) -> Vec<String> {
         "endless line: closed after {sent} bytes sent: {}",
         String::from_utf8_lossy(&rest).trim()
     ));
+    // 5: a genuine munge credential of the job's uid, made on fab1 outside the job, naming the
+    // job's step and rank 3 (fab4's, which starts late): rank 0 believes a rank only from its node.
+    let job = Command::new("squeue")
+        .args(["-h", "-t", "R", "-o", "%i"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    let mut s = dial().expect("the rendezvous closed early");
+    let g = greet(&s);
+    let outsider = auth::Auth::Munge(auth::MungeJob {
+        job: job.clone(),
+        step: "0".into(),
+        uid: 0,
+        socket: None,
+        layout: None,
+    });
+    match auth::prove(&outsider, 3, &g) {
+        Ok((proof, _)) => {
+            protocol::send(&mut s, &proof).unwrap();
+            got.push(format!("job {job} rank 3 from fab1: {}", answer(&s)));
+        }
+        Err(e) => got.push(format!("no credential made for job {job}: {e:#}")),
+    }
     got
 }
 
@@ -750,13 +773,17 @@ fn f_intruders_without_the_jobs_credential_are_refused_and_the_verdict_is_unchan
     eprintln!("intruder:\n{all}");
     let v = run.report();
     assert!(
-        got.len() == 5
+        got.len() == 6
             && got[0].contains("Munge")
             && got[1].contains("no key configured on that rank")
             && got[1].contains("munge")
             && got[2].contains("offers a shared key")
             && got[3].contains("unreadable line")
-            && !got[4].contains("16777216 bytes sent"),
+            && !got[4].contains("16777216 bytes sent")
+            && got[5].contains("abort")
+            && got[5].contains("was made on fab1")
+            && got[5].contains("but rank 3 of job")
+            && got[5].contains("runs on fab4"),
         "every intruder refused, and told why:\n{all}"
     );
     assert!(!all.contains("accepted?!"), "{all}");

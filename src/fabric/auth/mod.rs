@@ -23,11 +23,13 @@ use std::path::{Path, PathBuf};
 
 mod channel;
 mod munge;
+mod step;
 
 use crate::connect::key::random;
 pub use channel::{Direction, OpenError, Opener, Sealer, channel, from_hex, to_hex};
 use channel::{tag, verify_tag};
 use munge::{munge_encode, munge_payload, verify_munge};
+pub use step::StepLayout;
 
 /// The environment variable that carries the shared key.
 pub const KEY_ENV: &str = "RDMADIAG_FABRIC_KEY";
@@ -63,6 +65,9 @@ pub struct MungeJob {
     pub uid: u32,
     /// munged's socket (None: munge's own default).
     pub socket: Option<PathBuf>,
+    /// Rank 0's view of the step's nodes and placement: a credential must come from the node
+    /// that runs the rank it claims (None: not checked; the other ranks never verify).
+    pub layout: Option<StepLayout>,
 }
 
 impl std::fmt::Debug for Auth {
@@ -188,6 +193,9 @@ pub fn choose(
                         .unwrap_or_default(),
                     uid: own_uid()?,
                     socket: None,
+                    layout: (launch.rank == 0)
+                        .then(|| StepLayout::from_env(env))
+                        .flatten(),
                 }));
             }
             Some(_) => {

@@ -1,9 +1,11 @@
 //! Munge credentials through the `munge` and `unmunge` programs (as Slurm sites have them; no C
 //! binding, so no unsafe outside the verbs core): a credential restricted to this uid whose
 //! payload names the job step, the rank, the coordinator's nonce and the session key; munged's
-//! own replay cache refuses one decoded before.
+//! own replay cache refuses one decoded before. Rank 0 believes the payload's rank only from the
+//! node the step placed that rank on (the credential's own `ENCODE_HOST`, see [`super::step`]).
 
 use super::channel::{from_hex, to_hex};
+use super::step::parse_origin;
 use super::{DOMAIN, KEY_ENV, MungeJob, NONCE_LEN, Verified};
 use crate::fabric::protocol::MAX_LINE;
 use anyhow::{Result, anyhow, bail};
@@ -95,7 +97,7 @@ pub(super) fn verify_munge(
         bail!("its munge credential is malformed");
     }
     let mut cmd = munge_command("unmunge", job);
-    cmd.args(["--keys", "STATUS,UID"]);
+    cmd.args(["--keys", "STATUS,UID,ENCODE_HOST"]);
     let out = run_munge(cmd, credential.as_bytes(), "unmunge")?;
     let text = String::from_utf8_lossy(&out.stdout);
     if !out.status.success() {
@@ -150,6 +152,19 @@ pub(super) fn verify_munge(
     let rank = field("rank")
         .parse::<u32>()
         .map_err(|_| anyhow!("its munge credential names no rank"))?;
+    if let Some(layout) = &job.layout {
+        let origin = meta
+            .lines()
+            .find_map(|l| l.strip_prefix("ENCODE_HOST:"))
+            .and_then(parse_origin)
+            .ok_or_else(|| {
+                anyhow!(
+                    "its munge credential names no host that made it (munged there has no origin \
+                     address: start it with --origin)"
+                )
+            })?;
+        layout.check(rank, &origin, &format!("{}.{}", job.job, job.step))?;
+    }
     let session: [u8; 32] = from_hex(field("session"))
         .and_then(|s| s.try_into().ok())
         .ok_or_else(|| anyhow!("its munge credential carries no session key"))?;
