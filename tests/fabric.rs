@@ -535,6 +535,72 @@ fn a_missing_rank_is_named_with_the_refusals_that_may_have_kept_it_out() {
 /// Attack 2 of issue 31: 3,000 garbage connections took 3,000 descriptors for the whole run (a
 /// refused connection's was kept). Now each is closed when refused: the process's open files
 /// stay near where they were, and every connection is counted in the report.
+/// Issue 31, attack 3, as rank 0 sees it: a client a rank's test port refused (no pair key) is
+/// counted in the run's `refused`, naming that host's test port, and the verdict is unchanged.
+#[test]
+fn clients_refused_by_a_test_port_are_in_the_report() {
+    struct Intruded(u32);
+    impl PairRunner for Intruded {
+        fn identity(&self) -> anyhow::Result<Identity> {
+            Stub {
+                rank: self.0,
+                bw: even,
+                stall: None,
+            }
+            .identity()
+        }
+        fn run(&self, t: &PairTest) -> PairSide {
+            let refused = (!t.first)
+                .then(|| protocol::RefusedClient {
+                    address: "10.9.9.9".into(),
+                    reason: "holds no key".into(),
+                })
+                .into_iter()
+                .collect();
+            PairSide {
+                refused,
+                ..Stub {
+                    rank: self.0,
+                    bw: even,
+                    stall: None,
+                }
+                .run(t)
+            }
+        }
+    }
+    let (port, _refusals, coordinator) = start_coordinator(config(2, Duration::from_secs(20)));
+    let ranks: Vec<_> = (0..2)
+        .map(|rank| {
+            std::thread::spawn(move || {
+                let cfg = RankConfig {
+                    rank,
+                    size: 2,
+                    hostname: format!("sim{rank}"),
+                    coordinator: ("127.0.0.1".into(), port),
+                    connect_timeout: Duration::from_secs(30),
+                    wait_timeout: Duration::from_secs(60),
+                    auth: Auth::key(KEY),
+                };
+                let l = TcpListener::bind("127.0.0.1:0").unwrap();
+                run_rank(&cfg, &Intruded(rank), &l, &|_| {})
+            })
+        })
+        .collect();
+    for r in ranks {
+        assert_eq!(r.join().unwrap().unwrap(), 0);
+    }
+    let o = coordinator.join().unwrap().unwrap();
+    clean_two_rank_outcome(&o);
+    assert_eq!(o.refused.len(), 1, "{:?}", o.refused);
+    let r = &o.refused[0];
+    assert_eq!(r.address, "10.9.9.9");
+    assert_eq!(r.count, 1);
+    assert!(
+        r.reason.contains("on sim1's test port: holds no key"),
+        "{r:?}"
+    );
+}
+
 #[test]
 fn refused_connections_free_their_descriptors() {
     use std::io::Write as _;

@@ -82,6 +82,7 @@ pub fn session_options(c: &ConnectArgs) -> Result<(SessionOptions, Role)> {
         compat_ibv: false,
         status,
         client_log,
+        refusals: Default::default(),
         limits: ServerLimits {
             max_size: c.max_size,
             max_qps: c.max_qps,

@@ -210,9 +210,6 @@ fn spawn_reader(
     Ok(())
 }
 
-/// The most distinct (address, reason) entries kept; beyond them refusals are counted in one.
-const MAX_REFUSAL_ENTRIES: usize = 64;
-
 /// Refused connections, counted by address and reason in the order first seen; the first of
 /// each is shown as it happens (`Progress::refused`).
 struct Refusals<'a> {
@@ -222,31 +219,11 @@ struct Refusals<'a> {
 
 impl Refusals<'_> {
     fn add(&mut self, address: Option<IpAddr>, reason: String) {
-        let mut address = address.map_or_else(|| "-".to_string(), |a| a.to_string());
-        let mut reason = reason;
-        if self.list.len() >= MAX_REFUSAL_ENTRIES
-            && !self
-                .list
-                .iter()
-                .any(|r| r.address == address && r.reason == reason)
-        {
-            (address, reason) = ("-".into(), "other refusals (too many kinds to list)".into());
+        let address = address.map_or_else(|| "-".to_string(), |a| a.to_string());
+        let shown = format!("a connection from {address}: {reason}");
+        if RefusedConnections::count_in(&mut self.list, address, reason) {
+            self.progress.refused(&shown);
         }
-        if let Some(r) = self
-            .list
-            .iter_mut()
-            .find(|r| r.address == address && r.reason == reason)
-        {
-            r.count += 1;
-            return;
-        }
-        self.progress
-            .refused(&format!("a connection from {address}: {reason}"));
-        self.list.push(RefusedConnections {
-            address,
-            reason,
-            count: 1,
-        });
     }
 }
 

@@ -67,7 +67,8 @@ pub struct Outcome {
     /// Names of ranks missing at the end (host names, or "rank N" for one that never joined).
     pub missing: Vec<String>,
     pub missing_reasons: Vec<String>,
-    /// Connections refused at the rendezvous, by address and reason.
+    /// Connections refused at the rendezvous, then clients refused by the ranks' test ports,
+    /// by address and reason.
     pub refused: Vec<RefusedConnections>,
     /// The run's exit code: 1 a rank went missing (without --allow-missing), 3 something is
     /// flagged, 0 nothing.
@@ -87,6 +88,8 @@ struct Run<'a> {
     hosts: BTreeMap<u32, HostInfo>,
     /// rank -> why it is missing.
     gone: BTreeMap<u32, String>,
+    /// Refused at the rendezvous, then by the ranks' test ports.
+    refused: Vec<RefusedConnections>,
 }
 
 impl Run<'_> {
@@ -185,7 +188,12 @@ impl Run<'_> {
                 continue;
             };
             match ev {
-                Event::Msg(ToCoordinator::Done { round: r, side }) if r == round => {
+                Event::Msg(ToCoordinator::Done { round: r, mut side }) if r == round => {
+                    let host = self.label(rank);
+                    for c in std::mem::take(&mut side.refused) {
+                        let reason = format!("on {host}'s test port: {}", c.reason);
+                        RefusedConnections::count_in(&mut self.refused, c.address, reason);
+                    }
                     sides.insert(rank, side);
                 }
                 Event::Msg(_) | Event::Joined(_) | Event::Refused(_) => {}
@@ -326,6 +334,7 @@ pub fn coordinate(
         live: BTreeMap::new(),
         hosts: BTreeMap::new(),
         gone: BTreeMap::new(),
+        refused: Vec::new(),
     };
     let Rendezvous {
         conns,
@@ -334,6 +343,7 @@ pub fn coordinate(
         refused,
     } = conn::rendezvous(listener, cfg, progress, &run.rx, tx)?;
     run.conns = conns;
+    run.refused = refused;
     // A rank on the coordinator's own host that dialled a loopback name gets the address the
     // other hosts reached the coordinator on.
     let outside = bound
@@ -372,7 +382,7 @@ pub fn coordinate(
         run.live.insert(*r, id);
     }
     let absent: Vec<u32> = (0..cfg.size).filter(|r| !hellos.contains_key(r)).collect();
-    let kept_out = kept_out(&refused);
+    let kept_out = kept_out(&run.refused);
     for r in &absent {
         run.gone.insert(
             *r,
@@ -462,7 +472,7 @@ pub fn coordinate(
         retests: v.retests,
         missing,
         missing_reasons,
-        refused,
+        refused: run.refused,
         exit_code,
     })
 }

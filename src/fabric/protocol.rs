@@ -71,6 +71,21 @@ pub struct PairSide {
     pub error: Option<String>,
     /// Error counters that rose on this rank's port over the pair's tests.
     pub counters: BTreeMap<String, u64>,
+    /// Clients this rank's test port refused during the pair (no pair key, a wrong one): at
+    /// most [`MAX_REFUSED_PER_PAIR`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<RefusedClient>,
+}
+
+/// The most refused clients one rank reports for one pair (a line stays well under
+/// [`MAX_LINE`]).
+pub const MAX_REFUSED_PER_PAIR: usize = 4;
+
+/// A client a rank's test port refused: its address and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefusedClient {
+    pub address: String,
+    pub reason: String,
 }
 
 /// Write one message as a line.

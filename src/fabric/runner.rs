@@ -2,16 +2,17 @@
 //! through the library API (this rank serves on its bound test port or dials the peer's), with
 //! the port's error counters read before and after.
 
-use super::protocol::PairSide;
+use super::protocol::{MAX_REFUSED_PER_PAIR, PairSide, RefusedClient};
 use super::rank::{Identity, PairRunner, PairTest};
 use crate::connect::control::{PerfSpec, Priority, QpType, TestSpec};
 use crate::connect::endpoint::PortChoice;
 use crate::counters::Before;
 use crate::perf::{Op, Unobserved};
-use crate::session::SessionOptions;
+use crate::session::{RefusalSink, SessionOptions};
 use crate::{Role, TestReport};
 use anyhow::{Result, bail};
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The tests a pair runs.
@@ -135,10 +136,17 @@ impl VerbsRunner {
     }
 
     /// One test of the pair, this side's part; Some(figure) when this side is the client.
-    fn step(&self, t: &PairTest, kind: PairTestKind, a_is_client: bool) -> Result<Option<f64>> {
+    fn step(
+        &self,
+        t: &PairTest,
+        kind: PairTestKind,
+        a_is_client: bool,
+        refusals: &RefusalSink,
+    ) -> Result<Option<f64>> {
         let client = a_is_client == t.first;
         let opts = SessionOptions {
             key: t.key.clone(),
+            refusals: refusals.clone(),
             ..self.options()
         };
         if !client {
@@ -174,13 +182,25 @@ impl PairRunner for VerbsRunner {
         let before = Before::read(&root, Some(&id.device), Some(id.port));
         let mut side = PairSide::default();
         let mut errors = Vec::new();
+        // Clients this rank's test port refuses during the pair, for rank 0's report.
+        let refused = Arc::new(Mutex::new(Vec::new()));
+        let kept = refused.clone();
+        let refusals = RefusalSink::new(move |address, why| {
+            let mut kept = kept.lock().unwrap_or_else(|p| p.into_inner());
+            if kept.len() < MAX_REFUSED_PER_PAIR {
+                kept.push(RefusedClient {
+                    address: address.to_string(),
+                    reason: why.chars().take(200).collect(),
+                });
+            }
+        });
         for (kind, a_is_client) in self.settings.steps() {
             let name = match (kind, a_is_client == t.first) {
                 (PairTestKind::Bw, true) => format!("bw to {}", t.peer.host),
                 (PairTestKind::Bw, false) => format!("bw from {}", t.peer.host),
                 (PairTestKind::Lat, _) => format!("lat with {}", t.peer.host),
             };
-            match self.step(t, kind, a_is_client) {
+            match self.step(t, kind, a_is_client, &refusals) {
                 Ok(Some(v)) if kind == PairTestKind::Bw => side.bw_gbps = Some(v),
                 Ok(Some(v)) => side.lat_us = Some(v),
                 Ok(None) => {}
@@ -194,6 +214,7 @@ impl PairRunner for VerbsRunner {
                 .collect::<BTreeMap<_, _>>();
         }
         side.error = (!errors.is_empty()).then(|| errors.join("; "));
+        side.refused = std::mem::take(&mut *refused.lock().unwrap_or_else(|p| p.into_inner()));
         side
     }
 }

@@ -49,7 +49,8 @@ const FABRIC: Items = &[
         "Test ports",
         "rank 0 gives each pair of each round a fresh key, sent only to its two ranks over their \
          signed connections; a test port serves only the client that proves it, and keeps \
-         waiting past anyone else, so an intruder that connects first is refused and logged.",
+         waiting past anyone else, so an intruder that connects first is refused; each rank \
+         reports those it refused to rank 0, which counts them in the report's refused.",
     ),
     (
         "What a client can cost rank 0",

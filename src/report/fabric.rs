@@ -271,19 +271,54 @@ pub struct FabricReport {
     pub missing: Vec<String>,
     /// What happened to each missing rank, a sentence each.
     pub missing_reasons: Vec<String>,
-    /// Connections rank 0 refused at the rendezvous, by address and reason: what did not
-    /// prove it belongs to the run, or came when too many were waiting.
+    /// Connections refused at the rendezvous, by address and reason: what did not prove it
+    /// belongs to the run, or came when too many were waiting; and clients a rank's test port
+    /// refused (without the pair's key), the reason naming that host's test port.
     #[serde(default)]
     pub refused: Vec<RefusedConnections>,
 }
 
-/// Connections refused at the rendezvous from one address for one reason.
+/// Connections refused at the rendezvous or at a rank's test port from one address for one
+/// reason.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RefusedConnections {
     /// The peer's IP address ("-" when the listener itself failed to accept).
     pub address: String,
     pub reason: String,
     pub count: u64,
+}
+
+/// The most distinct (address, reason) entries kept; beyond them refusals are counted in one.
+pub const MAX_REFUSAL_ENTRIES: usize = 64;
+
+impl RefusedConnections {
+    /// Count one refusal in `list` (by address and reason, in the order first seen; past
+    /// [`MAX_REFUSAL_ENTRIES`] kinds, in one entry for the rest). True when it is the first of
+    /// its kind.
+    pub fn count_in(list: &mut Vec<RefusedConnections>, address: String, reason: String) -> bool {
+        let (address, reason) = if list.len() >= MAX_REFUSAL_ENTRIES
+            && !list
+                .iter()
+                .any(|r| r.address == address && r.reason == reason)
+        {
+            ("-".into(), "other refusals (too many kinds to list)".into())
+        } else {
+            (address, reason)
+        };
+        if let Some(r) = list
+            .iter_mut()
+            .find(|r| r.address == address && r.reason == reason)
+        {
+            r.count += 1;
+            return false;
+        }
+        list.push(RefusedConnections {
+            address,
+            reason,
+            count: 1,
+        });
+        true
+    }
 }
 
 /// Whether a verdict fails the run: a suspect, a failing fabric-wide finding, or a scheduled

@@ -37,8 +37,11 @@ fn a_keyed_server_serves_only_the_client_with_its_key() {
     let port = l.local_addr().unwrap().port();
     let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
     let seen = log.clone();
+    let refused = std::sync::Arc::new(std::sync::Mutex::new(Vec::<(IpAddr, String)>::new()));
+    let counted = refused.clone();
     let o = SessionOptions {
         client_log: StatusSink::new(move |m| seen.lock().unwrap().push(m.to_string())),
+        refusals: RefusalSink::new(move |a, why| counted.lock().unwrap().push((a, why.into()))),
         ..opts(Some(key()))
     };
     let intruders = std::thread::spawn(move || {
@@ -63,6 +66,19 @@ fn a_keyed_server_serves_only_the_client_with_its_key() {
     assert!(
         log.contains("holds no key") && log.contains("wrong key"),
         "{log}"
+    );
+    // Each refusal reported with the client's address, its reason without it.
+    let refused = refused.lock().unwrap();
+    let reasons: Vec<&str> = refused.iter().map(|(_, w)| w.as_str()).collect();
+    assert_eq!(refused.len(), 4, "{reasons:?}");
+    assert!(refused.iter().all(|(a, _)| a.is_loopback()), "{refused:?}");
+    assert!(
+        reasons.contains(&"holds no key") && reasons.contains(&"wrong key"),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons.iter().all(|w| !w.contains("127.0.0.1")),
+        "{reasons:?}"
     );
     // The staller held the port for the keyed greeting's timeout, not the whole timeout.
     assert!(started.elapsed() < Duration::from_secs(15));

@@ -4,6 +4,7 @@
 pub mod perf;
 pub mod phase;
 pub mod pingpong;
+mod sink;
 
 use crate::connect::control::{ControlChannel, Message, Priority};
 use crate::connect::endpoint::PortChoice;
@@ -17,30 +18,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 pub use crate::exit::STOP;
-
-/// Where status lines go ("connected 2 QP(s) to ...", "waiting for a client on ..."):
-/// nowhere unless the caller says.
-#[derive(Clone, Default)]
-pub struct StatusSink(Option<std::sync::Arc<StatusFn>>);
-
-/// What receives status lines.
-type StatusFn = dyn Fn(&str) + Send + Sync;
-
-impl StatusSink {
-    pub fn new(f: impl Fn(&str) + Send + Sync + 'static) -> Self {
-        StatusSink(Some(std::sync::Arc::new(f)))
-    }
-}
-
-impl std::fmt::Debug for StatusSink {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.is_some() {
-            "StatusSink(..)"
-        } else {
-            "StatusSink(none)"
-        })
-    }
-}
+pub use sink::{RefusalSink, StatusSink};
 
 /// Connection options common to every test subcommand.
 #[derive(Debug, Clone)]
@@ -64,6 +42,8 @@ pub struct SessionOptions {
     pub status: StatusSink,
     /// Where a persistent server's one line per client goes (served, told busy, failed).
     pub client_log: StatusSink,
+    /// Who a server refused for want of its key.
+    pub refusals: RefusalSink,
     /// What this side agrees to allocate when serving.
     pub limits: ServerLimits,
     /// The test-port key: a server serves only clients that hold it, a client proves it.
@@ -89,6 +69,7 @@ impl SessionOptions {
             compat_ibv: false,
             status: StatusSink::default(),
             client_log: StatusSink::default(),
+            refusals: RefusalSink::default(),
             limits: ServerLimits::default(),
             key: None,
         }
@@ -359,13 +340,31 @@ fn serve_first<T>(
                 e
             }
         })?;
+        let peer = stream.peer_addr().ok();
         match serve(stream, opts) {
             Err(e) if opts.key.is_some() && is_unauthenticated(&e) => {
                 log_client(opts, &format!("refused a client: {e:#}"));
+                if let (Some(f), Some(peer)) = (&opts.refusals.0, peer) {
+                    f(peer.ip(), &refusal_reason(&e, peer));
+                }
             }
             r => return r,
         }
     }
+}
+
+/// Why a client was refused, without its address: the [`Unauthenticated`] reason in `e`, less
+/// the peer that each such reason starts with.
+fn refusal_reason(e: &anyhow::Error, peer: SocketAddr) -> String {
+    let why = e
+        .downcast_ref::<Unauthenticated>()
+        .or_else(|| e.chain().find_map(|c| c.downcast_ref::<Unauthenticated>()))
+        .map_or_else(|| format!("{e:#}"), |u| u.0.clone());
+    let peer = peer.to_string();
+    why.strip_prefix(&peer)
+        .map(|w| w.trim_start_matches(':').trim_start())
+        .unwrap_or(&why)
+        .to_string()
 }
 
 /// Run as the server for one client on a listener bound already (`rdmadiag fabric` binds its

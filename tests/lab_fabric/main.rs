@@ -178,7 +178,7 @@ enum Launch {
     /// `srun` only as a way to start a process on each guest: every SLURM_*/PMI*/OMPI_* variable is
     /// removed before rdmadiag starts, so it must find its rank from `--hosts` and its hostname.
     NoLauncherEnv,
-    /// Plain `srun`, this rank starting 5 s after the others (the rendezvous stays open).
+    /// Plain `srun`, this rank starting 10 s after the others (the rendezvous stays open).
     SlurmLate(u32),
 }
 
@@ -205,7 +205,7 @@ fn fabric(launch: Launch, args: &[&str], kill_rank: Option<u32>) -> FabricRun {
     }
     let unset = match launch {
         Launch::Slurm => String::new(),
-        Launch::SlurmLate(r) => format!("[ \"$r\" = {r} ] && sleep 5\n"),
+        Launch::SlurmLate(r) => format!("[ \"$r\" = {r} ] && sleep 10\n"),
         Launch::NoLauncherEnv => format!(
             "for v in $(compgen -e); do case $v in SLURM_*|SRUN_*|PMI_*|PMIX_*|OMPI_*) unset \"$v\";; esac; done\n\
              export RDMADIAG_FABRIC_KEY={KEY}\n"
@@ -692,22 +692,62 @@ fn intrude(deadline: Duration) -> Vec<String> {
         let mut r = BufReader::new(s.try_clone().unwrap());
         auth::read_plain(&mut r, &mut Vec::new()).expect("a challenge")
     };
+    // The job's id, for attack 5: the job runs before rank 0 listens.
+    let mut job = String::new();
+    while job.is_empty() && start.elapsed() < deadline {
+        job = Command::new("squeue")
+            .args(["-h", "-t", "R", "-o", "%i"])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap_or_default();
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // 5 (tried first, while rank 3 is still to come): a genuine munge
+    // credential of the job's uid, made on fab1 outside the job, naming the job's step and
+    // rank 3 (fab4's, which starts late): rank 0 believes a rank only from its node.
+    let Some(mut s) = dial() else {
+        return vec!["the coordinator never listened".into()];
+    };
+    let g = greet(&s);
+    let outsider = auth::Auth::Munge(auth::MungeJob {
+        job: job.clone(),
+        step: "0".into(),
+        uid: 0,
+        socket: None,
+        layout: None,
+    });
+    let tried = Instant::now();
+    let munged = match auth::prove(&outsider, 3, &g) {
+        Ok((proof, _)) => {
+            protocol::send(&mut s, &proof).unwrap();
+            let a = answer(&s);
+            format!("job {job} rank 3 from fab1 ({:?}): {a}", tried.elapsed())
+        }
+        Err(e) => format!("no credential made for job {job}: {e:#}"),
+    };
     let mut got = Vec::new();
     // 1: no credential, claiming rank 1.
     let Some(mut s) = dial() else {
-        return vec!["the coordinator never listened".into()];
+        got.extend([munged, "the rendezvous closed early".into()]);
+        return got;
     };
     let g = greet(&s);
     got.push(format!("challenge: {g:?}"));
     protocol::send(&mut s, &Proof::Insecure).unwrap();
     got.push(answer(&s));
     // 2: a shared key rank 0 does not have.
-    let mut s = dial().expect("the rendezvous closed early");
+    let Some(mut s) = dial() else {
+        got.extend([munged, "the rendezvous closed early".into()]);
+        return got;
+    };
     let _ = greet(&s);
     protocol::send(&mut s, &auth::mismatch(&auth::Auth::key(b"x"))).unwrap();
     got.push(answer(&s));
     // 3: the old, unauthenticated protocol: a hello claiming rank 1.
-    let mut s = dial().expect("the rendezvous closed early");
+    let Some(mut s) = dial() else {
+        got.extend([munged, "the rendezvous closed early".into()]);
+        return got;
+    };
     let _ = greet(&s);
     let hello = ToCoordinator::Hello(Hello {
         rank: 1,
@@ -722,7 +762,10 @@ fn intrude(deadline: Duration) -> Vec<String> {
     protocol::send(&mut s, &hello).unwrap();
     got.push(answer(&s));
     // 4: an endless line.
-    let mut s = dial().expect("the rendezvous closed early");
+    let Some(mut s) = dial() else {
+        got.extend([munged, "the rendezvous closed early".into()]);
+        return got;
+    };
     let _ = greet(&s);
     let chunk = vec![b'x'; 64 * 1024];
     let mut sent = 0usize;
@@ -735,28 +778,44 @@ fn intrude(deadline: Duration) -> Vec<String> {
         "endless line: closed after {sent} bytes sent: {}",
         String::from_utf8_lossy(&rest).trim()
     ));
-    // 5: a genuine munge credential of the job's uid, made on fab1 outside the job, naming the
-    // job's step and rank 3 (fab4's, which starts late): rank 0 believes a rank only from its node.
-    let job = Command::new("squeue")
-        .args(["-h", "-t", "R", "-o", "%i"])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    got.push(munged);
+    got
+}
+
+/// The TCP ports rank 0's rdmadiag on this host (fab1) listens on besides the coordinator's:
+/// its test port.
+fn rank0_test_ports() -> Vec<u16> {
+    let out = Command::new("ss").args(["-ltnpH"]).output();
+    let text = out
+        .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
         .unwrap_or_default();
-    let mut s = dial().expect("the rendezvous closed early");
-    let g = greet(&s);
-    let outsider = auth::Auth::Munge(auth::MungeJob {
-        job: job.clone(),
-        step: "0".into(),
-        uid: 0,
-        socket: None,
-        layout: None,
-    });
-    match auth::prove(&outsider, 3, &g) {
-        Ok((proof, _)) => {
-            protocol::send(&mut s, &proof).unwrap();
-            got.push(format!("job {job} rank 3 from fab1: {}", answer(&s)));
+    text.lines()
+        .filter(|l| l.contains("\"rdmadiag\""))
+        .filter_map(|l| l.split_whitespace().nth(3))
+        .filter_map(|a| a.rsplit(':').next()?.parse::<u16>().ok())
+        .filter(|p| *p != 18600)
+        .collect()
+}
+
+/// An intruder on fab1 that, until `stop`, greets rank 0's test port without a key every
+/// 200 ms (issue 31, attack 3: it used to be served as rank 0's peer): what each try got.
+fn intrude_on_the_test_port(stop: &std::sync::atomic::AtomicBool) -> Vec<String> {
+    use rdmadiag::connect::control::ControlChannel;
+    use std::net::TcpStream;
+    let mut got = Vec::new();
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        for port in rank0_test_ports() {
+            let Ok(s) = TcpStream::connect(("127.0.0.1", port)) else {
+                continue;
+            };
+            let r = ControlChannel::new(s, Duration::from_secs(2))
+                .and_then(|mut ch| ch.greet_as_client(None));
+            got.push(match r {
+                Ok(software) => format!("served?! by {software}"),
+                Err(e) => format!("refused: {e:#}"),
+            });
         }
-        Err(e) => got.push(format!("no credential made for job {job}: {e:#}")),
+        std::thread::sleep(Duration::from_millis(200));
     }
     got
 }
@@ -767,7 +826,12 @@ fn f_intruders_without_the_jobs_credential_are_refused_and_the_verdict_is_unchan
     require_fabric();
     let _clean = Impaired::none();
     let intruder = std::thread::spawn(|| intrude(Duration::from_secs(90)));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop_port = stop.clone();
+    let port_intruder = std::thread::spawn(move || intrude_on_the_test_port(&stop_port));
     let run = fabric(Launch::SlurmLate(3), &args(&[]), None);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let on_port = port_intruder.join().unwrap();
     let got = intruder.join().unwrap();
     let all = got.join("\n");
     eprintln!("intruder:\n{all}");
@@ -787,6 +851,30 @@ fn f_intruders_without_the_jobs_credential_are_refused_and_the_verdict_is_unchan
         "every intruder refused, and told why:\n{all}"
     );
     assert!(!all.contains("accepted?!"), "{all}");
+    let port_all = on_port.join("\n");
+    eprintln!("test-port intruder ({} tries):\n{port_all}", on_port.len());
+    assert!(
+        !on_port.is_empty() && !port_all.contains("served?!"),
+        "rank 0's test port serves only the pair's key holder:\n{port_all}"
+    );
+    let on_test_port: u64 = v["refused"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter(|r| {
+                    r["reason"]
+                        .as_str()
+                        .is_some_and(|w| w.contains("'s test port"))
+                })
+                .map(|r| r["count"].as_u64().unwrap_or(0))
+                .sum()
+        })
+        .unwrap_or(0);
+    assert!(
+        on_test_port >= 1,
+        "the clients rank 0's test port refused are in the report: {}",
+        v["refused"]
+    );
     let err = &run.rank0().stderr;
     assert!(
         err.contains("rank 0 refused a connection from 127.0.0.1"),

@@ -292,7 +292,7 @@ pub fn fabric_text(r: &FabricReport, style: Style) -> String {
     if refused > 0 {
         let _ = writeln!(
             out,
-            "\nrefused at the rendezvous: {refused} connection(s), not this run's ranks"
+            "\nrefused: {refused} connection(s), not this run's ranks or pairs"
         );
         for x in r.refused.iter().take(10) {
             let _ = writeln!(out, "  {} x{}: {}", x.address, x.count, x.reason);
