@@ -28,6 +28,8 @@ mod step;
 use crate::connect::key::random;
 pub use channel::{Direction, OpenError, Opener, Sealer, channel, from_hex, to_hex};
 use channel::{tag, verify_tag};
+#[doc(hidden)]
+pub use munge::check_unmunged;
 use munge::{munge_encode, munge_payload, verify_munge};
 pub use step::StepLayout;
 
