@@ -1,6 +1,7 @@
 //! The connection layer: control channel and its heartbeat, addressing, QP set-up and
 //! establishment, and the rdma-core compat exchange.
 
+pub mod admission;
 pub mod compat_ibv;
 pub mod control;
 pub mod endpoint;

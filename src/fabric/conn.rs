@@ -2,13 +2,14 @@
 //! hello, then every sealed line, all bounded), and the rendezvous that accepts them until every
 //! rank has joined or the deadline. A connection that has not proved itself holds one of at most
 //! `size - joined` + [`SLACK`] slots, for [`HELLO_TIMEOUT`] in all; once it has held it for
-//! [`EVICT_AFTER`] a newer connection takes it, so slow senders cannot keep a rank out. Every
+//! [`EVICT_AFTER`](crate::connect::admission::EVICT_AFTER) a newer connection takes it, so slow senders cannot keep a rank out. Every
 //! refused, expired or evicted connection is closed at once (its descriptor freed), and counted
 //! by address and reason for the report.
 
 use super::auth::{self, Auth, Direction, Proof, Sealer};
 use super::coordinator::{CoordinatorConfig, Progress};
 use super::protocol::{self, Hello, ToCoordinator, ToRank};
+use crate::connect::admission::{Admit, admit, oldest};
 use crate::report::fabric::RefusedConnections;
 use anyhow::{Context as _, Result};
 use std::collections::BTreeMap;
@@ -62,10 +63,6 @@ pub const SLACK: usize = 8;
 
 /// The longest a connection may take to send its credential and hello, in all.
 pub const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// How long a connection holds its slot against newer ones: a rank's handshake takes
-/// milliseconds; one slower than this gives its slot up when the slots are full.
-pub const EVICT_AFTER: Duration = Duration::from_secs(1);
 
 /// The open files a coordinator of `size` ranks needs: two per connection that may be open at
 /// once (its own and its reader's), and some for the rest of the process.
@@ -248,12 +245,9 @@ impl Slots<'_> {
         }
     }
 
-    /// The connection that has waited longest to prove itself, and for how long.
-    fn oldest(&self) -> Option<(usize, Duration)> {
-        self.pending
-            .iter()
-            .min_by_key(|(_, since)| **since)
-            .map(|(id, since)| (*id, since.elapsed()))
+    /// The connections still to prove themselves, and when each came.
+    fn unproven(&self) -> impl Iterator<Item = (usize, Instant)> + '_ {
+        self.pending.iter().map(|(id, since)| (*id, *since))
     }
 
     /// Close every connection that has had the whole hello timeout.
@@ -311,7 +305,7 @@ impl Slots<'_> {
     }
 
     /// Accept what the listener holds. The slots are `room`: when they are full, the oldest
-    /// connection that has held one for [`EVICT_AFTER`] gives it up, else the new one is closed
+    /// connection that has held one for [`EVICT_AFTER`](crate::connect::admission::EVICT_AFTER) gives it up, else the new one is closed
     /// unread. A failed accept (out of descriptors, a connection reset in the queue) is counted
     /// and the listener goes on; out of descriptors, the oldest waiting connection makes room.
     fn accept_all(
@@ -325,24 +319,23 @@ impl Slots<'_> {
         loop {
             match listener.accept() {
                 Ok((s, from)) => {
-                    if self.pending.len() >= room {
-                        match self.oldest() {
-                            Some((old, held)) if held >= EVICT_AFTER => {
-                                let why = format!(
-                                    "held a slot for {} without proving itself (given to a newer \
-                                     connection)",
-                                    humantime::format_duration(Duration::from_secs(held.as_secs()))
-                                );
-                                self.close(old, Some(why));
-                            }
-                            _ => {
-                                self.refusals.add(
-                                    Some(from.ip()),
-                                    "too many connections waiting to join at once (closed unread)"
-                                        .into(),
-                                );
-                                continue;
-                            }
+                    match admit(self.pending.len(), room, self.unproven()) {
+                        Admit::Room => {}
+                        Admit::Evict(old, held) => {
+                            let why = format!(
+                                "held a slot for {} without proving itself (given to a newer \
+                                 connection)",
+                                humantime::format_duration(Duration::from_secs(held.as_secs()))
+                            );
+                            self.close(old, Some(why));
+                        }
+                        Admit::Full => {
+                            self.refusals.add(
+                                Some(from.ip()),
+                                "too many connections waiting to join at once (closed unread)"
+                                    .into(),
+                            );
+                            continue;
                         }
                     }
                     self.admit(s, auth, tx, hello_timeout);
@@ -357,7 +350,7 @@ impl Slots<'_> {
                     );
                     self.refusals
                         .add(None, format!("the listener could not accept ({e})"));
-                    if out_of_files && let Some((old, _)) = self.oldest() {
+                    if out_of_files && let Some((old, _)) = oldest(self.unproven()) {
                         self.close(old, Some("closed to free a descriptor".into()));
                     }
                     std::thread::sleep(Duration::from_millis(10));

@@ -6,6 +6,7 @@ pub mod phase;
 pub mod pingpong;
 mod sink;
 
+use crate::connect::admission::{Admit, admit};
 use crate::connect::control::{ControlChannel, Message, Priority};
 use crate::connect::endpoint::PortChoice;
 use crate::connect::key::{TestKey, Unauthenticated, is_unauthenticated};
@@ -383,12 +384,9 @@ pub fn run_server_on<T>(
 
 /// The most connections a persistent server holds at once (each a thread until its greeting
 /// and request are done, within --timeout in all): when all are taken, the oldest still greeting
-/// after [`EVICT_AFTER`] gives its place to the new one, else the new one is told the server is
+/// after [`EVICT_AFTER`](crate::connect::admission::EVICT_AFTER) gives its place to the new one, else the new one is told the server is
 /// busy.
 pub const MAX_PERSIST_CONNECTIONS: usize = 32;
-
-/// How long a connection still greeting holds its place against a newer one.
-pub const EVICT_AFTER: Duration = Duration::from_secs(1);
 
 /// A persistent server's connection: its thread, a handle to close it, when it came, and
 /// whether it is still greeting (not yet a client with a request).
@@ -400,20 +398,18 @@ struct Visitor {
 }
 
 /// Make room for one more connection: drop finished ones, then, when all places are taken,
-/// close the oldest still greeting after [`EVICT_AFTER`]. False: no room (all are clients).
+/// close the oldest still greeting after [`EVICT_AFTER`](crate::connect::admission::EVICT_AFTER). False: no room (all are clients).
 fn make_room(visitors: &mut Vec<Visitor>, opts: &SessionOptions) -> bool {
     visitors.retain(|v| !v.thread.is_finished());
-    if visitors.len() < MAX_PERSIST_CONNECTIONS {
-        return true;
-    }
-    let oldest = visitors
+    let greeting = visitors
         .iter()
         .enumerate()
-        .filter(|(_, v)| v.greeting.load(Ordering::Relaxed) && v.since.elapsed() >= EVICT_AFTER)
-        .min_by_key(|(_, v)| v.since)
-        .map(|(i, _)| i);
-    let Some(i) = oldest else {
-        return false;
+        .filter(|(_, v)| v.greeting.load(Ordering::Relaxed))
+        .map(|(i, v)| (i, v.since));
+    let i = match admit(visitors.len(), MAX_PERSIST_CONNECTIONS, greeting) {
+        Admit::Room => return true,
+        Admit::Full => return false,
+        Admit::Evict(i, _) => i,
     };
     let v = visitors.swap_remove(i);
     let _ = v.stream.shutdown(std::net::Shutdown::Both);
