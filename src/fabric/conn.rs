@@ -1,15 +1,16 @@
 //! The coordinator's connections: each one's reader thread (the challenge, the credential, the
 //! hello, then every sealed line, all bounded), and the rendezvous that accepts them until every
 //! rank has joined or the deadline. A connection that has not proved itself holds one of at most
-//! `size - joined` + [`SLACK`] slots, for [`HELLO_TIMEOUT`] in all; once it has held it for
-//! [`EVICT_AFTER`](crate::connect::admission::EVICT_AFTER) a newer connection takes it, so slow senders cannot keep a rank out. Every
-//! refused, expired or evicted connection is closed at once (its descriptor freed), and counted
-//! by address and reason for the report.
+//! `size - joined` + [`SLACK`] slots, for [`HELLO_TIMEOUT`] in all, shared as
+//! [`crate::connect::admission`] says: no address holds more than a few, and a slot held for a
+//! second goes to a newer connection, so neither a flood from one host nor slow senders can keep
+//! a rank out. Every refused, expired or evicted connection is closed at once (its descriptor
+//! freed), and counted by address and reason for the report.
 
 use super::auth::{self, Auth, Direction, Proof, Sealer};
 use super::coordinator::{CoordinatorConfig, Progress};
 use super::protocol::{self, Hello, ToCoordinator, ToRank};
-use crate::connect::admission::{Admit, admit, oldest};
+use crate::connect::admission::{Admit, PER_ADDRESS, Unproven, admit, oldest};
 use crate::report::fabric::RefusedConnections;
 use anyhow::{Context as _, Result};
 use std::collections::BTreeMap;
@@ -245,9 +246,12 @@ impl Slots<'_> {
         }
     }
 
-    /// The connections still to prove themselves, and when each came.
-    fn unproven(&self) -> impl Iterator<Item = (usize, Instant)> + '_ {
-        self.pending.iter().map(|(id, since)| (*id, *since))
+    /// The connections still to prove themselves: when each came, and from where.
+    fn unproven(&self) -> Vec<Unproven<usize>> {
+        self.pending
+            .iter()
+            .map(|(id, since)| (*id, *since, self.conns.get(id).and_then(|c| c.peer)))
+            .collect()
     }
 
     /// Close every connection that has had the whole hello timeout.
@@ -304,9 +308,10 @@ impl Slots<'_> {
         );
     }
 
-    /// Accept what the listener holds. The slots are `room`: when they are full, the oldest
-    /// connection that has held one for [`EVICT_AFTER`](crate::connect::admission::EVICT_AFTER) gives it up, else the new one is closed
-    /// unread. A failed accept (out of descriptors, a connection reset in the queue) is counted
+    /// Accept what the listener holds. The slots are `room`, shared as
+    /// [`admit`](crate::connect::admission::admit) says (no address holds more than
+    /// [`PER_ADDRESS`]; when full, the address holding most gives one up, a connection alone at
+    /// its address after a second); a newcomer without a slot is closed unread. A failed accept (out of descriptors, a connection reset in the queue) is counted
     /// and the listener goes on; out of descriptors, the oldest waiting connection makes room.
     fn accept_all(
         &mut self,
@@ -319,7 +324,7 @@ impl Slots<'_> {
         loop {
             match listener.accept() {
                 Ok((s, from)) => {
-                    match admit(self.pending.len(), room, self.unproven()) {
+                    match admit(self.pending.len(), room, &self.unproven(), Some(from.ip())) {
                         Admit::Room => {}
                         Admit::Evict(old, held) => {
                             let why = format!(
@@ -328,6 +333,16 @@ impl Slots<'_> {
                                 humantime::format_duration(Duration::from_secs(held.as_secs()))
                             );
                             self.close(old, Some(why));
+                        }
+                        Admit::AddressFull => {
+                            self.refusals.add(
+                                Some(from.ip()),
+                                format!(
+                                    "{PER_ADDRESS} connections from this address waiting to join \
+                                     at once (closed unread)"
+                                ),
+                            );
+                            continue;
                         }
                         Admit::Full => {
                             self.refusals.add(
@@ -350,7 +365,8 @@ impl Slots<'_> {
                     );
                     self.refusals
                         .add(None, format!("the listener could not accept ({e})"));
-                    if out_of_files && let Some((old, _)) = oldest(self.unproven()) {
+                    let unproven = self.unproven().into_iter().map(|(id, t, _)| (id, t));
+                    if out_of_files && let Some((old, _)) = oldest(unproven) {
                         self.close(old, Some("closed to free a descriptor".into()));
                     }
                     std::thread::sleep(Duration::from_millis(10));

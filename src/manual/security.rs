@@ -21,8 +21,9 @@ const SERVERS: Items = &[
         "What a client can cost a server",
         "a keyed server gives a connection 3 s to greet and prove itself; a --persist server \
          holds at most 32 connections at once, each with --timeout in all for its greeting and \
-         request; when all are taken the oldest still greeting after 1 s gives its place up, \
-         else the newcomer is told the server is busy. A test's buffer is registered for that \
+         request, at most 8 still greeting from one address; when all are taken one still \
+         greeting gives its place up (from the address holding the most, or after 1 s), else \
+         the newcomer is told the server is busy. A test's buffer is registered for that \
          test only, with the least remote access its operation needs, never REMOTE_ATOMIC.",
     ),
 ];
@@ -55,8 +56,10 @@ const FABRIC: Items = &[
     (
         "What a client can cost rank 0",
         "lines of at most 64 KiB; at most the ranks still to join + 8 connections waiting at \
-         once, each with 10 s in all for its credential and hello; when those places are full \
-         the oldest one held for 1 s gives its place to the newcomer. Refused connections are \
+         once, each with 10 s in all for its credential and hello, and at most 8 of them from \
+         one address, so a flood from one host leaves the other hosts' ranks their places; \
+         when every place is taken the address holding the most gives up its oldest, and one \
+         alone at its address gives way after 1 s. Refused connections are \
          closed at once and counted in the report (refused: address, reason, count); a rank \
          missing while connections were refused is said to have possibly been kept out by them. \
          Rank 0 raises its open-file limit to fit its ranks, and refuses to start when it cannot.",

@@ -383,9 +383,9 @@ pub fn run_server_on<T>(
 }
 
 /// The most connections a persistent server holds at once (each a thread until its greeting
-/// and request are done, within --timeout in all): when all are taken, the oldest still greeting
-/// after [`EVICT_AFTER`](crate::connect::admission::EVICT_AFTER) gives its place to the new one, else the new one is told the server is
-/// busy.
+/// and request are done, within --timeout in all), shared as [`admit`] says (at most a few per
+/// address; when all are taken, one still greeting gives its place to the new one); else the
+/// new one is told the server is busy.
 pub const MAX_PERSIST_CONNECTIONS: usize = 32;
 
 /// A persistent server's connection: its thread, a handle to close it, when it came, and
@@ -397,18 +397,20 @@ struct Visitor {
     greeting: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
-/// Make room for one more connection: drop finished ones, then, when all places are taken,
-/// close the oldest still greeting after [`EVICT_AFTER`](crate::connect::admission::EVICT_AFTER). False: no room (all are clients).
-fn make_room(visitors: &mut Vec<Visitor>, opts: &SessionOptions) -> bool {
+/// Make room for one more connection from `from`: drop finished ones, then share the places
+/// as [`admit`] says (a connection still greeting gives its place up to a newer one). False:
+/// no room.
+fn make_room(visitors: &mut Vec<Visitor>, from: Option<IpAddr>, opts: &SessionOptions) -> bool {
     visitors.retain(|v| !v.thread.is_finished());
-    let greeting = visitors
+    let greeting: Vec<_> = visitors
         .iter()
         .enumerate()
         .filter(|(_, v)| v.greeting.load(Ordering::Relaxed))
-        .map(|(i, v)| (i, v.since));
-    let i = match admit(visitors.len(), MAX_PERSIST_CONNECTIONS, greeting) {
+        .map(|(i, v)| (i, v.since, v.stream.peer_addr().ok().map(|a| a.ip())))
+        .collect();
+    let i = match admit(visitors.len(), MAX_PERSIST_CONNECTIONS, &greeting, from) {
         Admit::Room => return true,
-        Admit::Full => return false,
+        Admit::Full | Admit::AddressFull => return false,
         Admit::Evict(i, _) => i,
     };
     let v = visitors.swap_remove(i);
@@ -476,7 +478,7 @@ pub fn run_persistent(opts: &SessionOptions) -> Result<std::convert::Infallible>
             .peer_addr()
             .map(|a| a.to_string())
             .unwrap_or_default();
-        if !make_room(&mut visitors, opts) {
+        if !make_room(&mut visitors, stream.peer_addr().ok().map(|a| a.ip()), opts) {
             let why = format!("{MAX_PERSIST_CONNECTIONS} clients are being served or set up");
             let _ = stream.set_nonblocking(true);
             let _ = (&stream).write_all(&crate::connect::control::busy_greeting(&why));

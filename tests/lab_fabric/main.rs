@@ -21,6 +21,7 @@
 //! cores miss the QPs' ACK timeout now and then). The verdict must report that once, as
 //! fabric-wide information, not as suspects.
 
+mod hostile;
 mod tclass;
 
 use serde_json::Value;
