@@ -8,7 +8,6 @@
 //! freed), and counted by address and reason for the report.
 
 use super::auth::{self, Auth, Direction, Proof, Sealer};
-use super::coordinator::{CoordinatorConfig, Progress};
 use super::protocol::{self, Hello, ToCoordinator, ToRank};
 use crate::connect::admission::{Admit, PER_ADDRESS, Unproven, admit, oldest};
 use crate::report::fabric::RefusedConnections;
@@ -208,11 +207,20 @@ fn spawn_reader(
     Ok(())
 }
 
+/// What the rendezvous waits for: how many ranks, who may join, for how long, and where each
+/// first refusal of a kind is shown as it happens.
+pub(super) struct Expected<'a> {
+    pub size: u32,
+    pub auth: &'a Auth,
+    pub timeout: Duration,
+    pub shown: &'a dyn Fn(&str),
+}
+
 /// Refused connections, counted by address and reason in the order first seen; the first of
-/// each is shown as it happens (`Progress::refused`).
+/// each is shown as it happens.
 struct Refusals<'a> {
     list: Vec<RefusedConnections>,
-    progress: &'a dyn Progress,
+    shown: &'a dyn Fn(&str),
 }
 
 impl Refusals<'_> {
@@ -220,7 +228,7 @@ impl Refusals<'_> {
         let address = address.map_or_else(|| "-".to_string(), |a| a.to_string());
         let shown = format!("a connection from {address}: {reason}");
         if RefusedConnections::count_in(&mut self.list, address, reason) {
-            self.progress.refused(&shown);
+            (self.shown)(&shown);
         }
     }
 }
@@ -381,8 +389,7 @@ impl Slots<'_> {
 /// listener and every connection that has not joined.
 pub(super) fn rendezvous(
     listener: TcpListener,
-    cfg: &CoordinatorConfig,
-    progress: &dyn Progress,
+    cfg: &Expected,
     rx: &mpsc::Receiver<(usize, Event)>,
     tx: mpsc::Sender<(usize, Event)>,
 ) -> Result<Rendezvous> {
@@ -391,23 +398,23 @@ pub(super) fn rendezvous(
         pending: BTreeMap::new(),
         refusals: Refusals {
             list: Vec::new(),
-            progress,
+            shown: cfg.shown,
         },
         next_id: 0,
     };
     let mut hellos: BTreeMap<u32, Hello> = BTreeMap::new();
     let mut bound: BTreeMap<u32, usize> = BTreeMap::new();
     let hello_timeout = HELLO_TIMEOUT
-        .min(cfg.rendezvous_timeout)
+        .min(cfg.timeout)
         .max(Duration::from_millis(100));
-    let deadline = Instant::now() + cfg.rendezvous_timeout;
+    let deadline = Instant::now() + cfg.timeout;
     while (hellos.len() as u32) < cfg.size && Instant::now() < deadline {
         if crate::exit::STOP.load(std::sync::atomic::Ordering::Relaxed) {
             return Err(anyhow::Error::new(crate::exit::Interrupted)
                 .context("waiting for the ranks to join"));
         }
         let room = (cfg.size as usize - hellos.len()) + SLACK;
-        slots.accept_all(&listener, room, &cfg.auth, &tx, hello_timeout);
+        slots.accept_all(&listener, room, cfg.auth, &tx, hello_timeout);
         slots.expire(hello_timeout);
         while let Ok((id, ev)) = rx.recv_timeout(Duration::from_millis(5)) {
             let (h, sealer) = match ev {

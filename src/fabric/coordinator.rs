@@ -341,7 +341,17 @@ pub fn coordinate(
         hellos,
         bound,
         refused,
-    } = conn::rendezvous(listener, cfg, progress, &run.rx, tx)?;
+    } = conn::rendezvous(
+        listener,
+        &conn::Expected {
+            size: cfg.size,
+            auth: &cfg.auth,
+            timeout: cfg.rendezvous_timeout,
+            shown: &|why| progress.refused(why),
+        },
+        &run.rx,
+        tx,
+    )?;
     run.conns = conns;
     run.refused = refused;
     // A rank on the coordinator's own host that dialled a loopback name gets the address the

@@ -88,6 +88,19 @@ pub struct RefusedClient {
     pub reason: String,
 }
 
+/// The peer closed the connection before a whole line came: a typed error, so that a caller
+/// deciding whether to dial again never reads a message's wording.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectionClosed;
+
+impl std::fmt::Display for ConnectionClosed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the connection closed")
+    }
+}
+
+impl std::error::Error for ConnectionClosed {}
+
 /// Write one message as a line.
 pub fn send<T: Serialize>(stream: &mut impl Write, msg: &T) -> std::io::Result<()> {
     let mut line = serde_json::to_vec(msg).map_err(std::io::Error::other)?;

@@ -120,7 +120,7 @@ fn dial(cfg: &RankConfig, at: &str) -> Result<(TcpStream, BufReader<TcpStream>, 
         match auth::read_plain::<Greeting>(&mut lines, &mut buf) {
             Ok(g) => return Ok((stream, lines, g)),
             Err(e) => {
-                let shed = e.to_string().contains("closed")
+                let shed = e.is::<protocol::ConnectionClosed>()
                     || e.downcast_ref::<std::io::Error>().is_some_and(|e| {
                         matches!(
                             e.kind(),

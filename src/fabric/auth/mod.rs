@@ -431,7 +431,7 @@ pub fn read_plain<T: serde::de::DeserializeOwned>(
     buf: &mut Vec<u8>,
 ) -> Result<T> {
     if protocol::read_line(r, buf)? == 0 {
-        bail!("the connection closed");
+        return Err(protocol::ConnectionClosed.into());
     }
     serde_json::from_slice(buf).map_err(|e| anyhow!("an unreadable line ({e})"))
 }
