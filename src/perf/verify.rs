@@ -69,14 +69,21 @@ pub fn fill_slots(buf: &mut [u8], size: u32, first: u64, count: u64) {
     }
 }
 
-/// Test-only hook: `RDMADIAG_TEST_DROP_TRANSFER=N` makes the client leave transfer N (1-based)
-/// unposted, as if it were lost on the way, so the lab can prove that data that never arrived
-/// is reported. Never set it in real use.
+/// Test-only hook, compiled only with the `test-hooks` feature (the lab's build):
+/// `RDMADIAG_TEST_DROP_TRANSFER=N` makes the client leave transfer N (1-based) unposted, as if
+/// it were lost on the way, so the lab can prove that data that never arrived is reported.
+#[cfg(feature = "test-hooks")]
 pub fn drop_for_test() -> Option<u64> {
     std::env::var("RDMADIAG_TEST_DROP_TRANSFER")
         .ok()
         .and_then(|v| v.parse::<u64>().ok())
         .and_then(|n| n.checked_sub(1))
+}
+
+/// Without the `test-hooks` feature (every shipped build) nothing is ever dropped.
+#[cfg(not(feature = "test-hooks"))]
+pub fn drop_for_test() -> Option<u64> {
+    None
 }
 
 #[cfg(test)]

@@ -294,7 +294,12 @@ fn check_xfer(v: &Value, op: &str, size: u64, iters: u64) {
 /// A diagnostic whose client left transfer `lost` unposted: exit 4 (data not as sent), one line
 /// naming the operation and the transfer, and the same in the JSON report.
 fn check_lost(o: &Output, op: &str, lost: u64) {
-    assert_eq!(o.status.code(), Some(4), "{op}: {}", stderr(o));
+    assert_eq!(
+        o.status.code(),
+        Some(4),
+        "{op} (the binary must be built with --features test-hooks, as scripts/test does): {}",
+        stderr(o)
+    );
     let line = one_error_line(o);
     assert!(
         line.contains(&op.to_uppercase())
