@@ -74,7 +74,7 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l wait -d '
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l max-size -d 'Server: refuse tests whose messages are larger than this' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l max-qps -d 'Server: refuse tests that ask for more queue pairs than this' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l compat -d 'Speak another tool\'s protocol instead of rdmadiag\'s' -r -f -a "ibv\t'rdma-core\'s ibv_rc_pingpong / ibv_ud_pingpong exchange (the peer then needs -g IDX)'"
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -s d -l device -d 'Use this RDMA device (default: the one carrying the IP that reaches the peer)' -r -f -a "(__fish_rdmadiag_devices)"
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -s d -l device -d 'Use this RDMA device (default: a client, the one carrying the IP that reaches the peer; a server, --loopback and fabric, the first with an active port)' -r -f -a "(__fish_rdmadiag_devices)"
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -s e -l events -d 'Sleep on completion events instead of busy polling'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l counters -d 'Read this host\'s port counters (sysfs counters/ and hw_counters/) before and after the test and show what changed; error counters are marked (client and --loopback only)'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -l persist -d 'Server: keep serving, one client after another, whatever test each asks for; each client is logged on stderr (served, told busy, failed)'
@@ -119,7 +119,7 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s w -l limit_bw -
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l expect-msgrate -d 'Health check: exit 3 unless the message rate is at least this (10Mpps, 500kpps), at every size or the one --expect-size names' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s y -l limit_msgrate -d 'perftest\'s -y / --limit_msgrate: --expect-msgrate with a bare number in Mpps' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l expect-size -d 'The size the thresholds apply to, or every size run' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s d -l device -d 'Use this RDMA device (default: the one carrying the IP that reaches the peer)' -r -f -a "(__fish_rdmadiag_devices)"
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s d -l device -d 'Use this RDMA device (default: a client, the one carrying the IP that reaches the peer; a server, --loopback and fabric, the first with an active port)' -r -f -a "(__fish_rdmadiag_devices)"
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s a -l all -d 'Sweep sizes 2 B to 8 MiB in powers of two'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l vs-tcp -d 'Also run the same sizes over a plain TCP connection between the same hosts and show both side by side, with the CPU time each side spent (like qperf\'s tcp_bw/tcp_lat)'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s F -l CPU-freq -d 'perftest\'s -F (do not fail on CPU frequency scaling): accepted, nothing to do'
@@ -161,7 +161,7 @@ lean\t'A completion every 16th operation, reaped outside the samples'"
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l expect-lat -d 'Health check: exit 3 unless the latency (median, or --expect-percentile) is at most this, with its unit (5us, 1ms), at every size or the one --expect-size names' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l expect-percentile -d 'Which percentile --expect-lat applies to: 50, 90, 99, 99.9 or 99.99' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l expect-size -d 'The size --expect-lat applies to, or every size run' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s d -l device -d 'Use this RDMA device (default: the one carrying the IP that reaches the peer)' -r -f -a "(__fish_rdmadiag_devices)"
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s d -l device -d 'Use this RDMA device (default: a client, the one carrying the IP that reaches the peer; a server, --loopback and fabric, the first with an active port)' -r -f -a "(__fish_rdmadiag_devices)"
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s a -l all -d 'Sweep sizes 2 B to 8 MiB in powers of two'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l vs-tcp -d 'Also run the same sizes over a plain TCP connection between the same hosts and show both side by side, with the CPU time each side spent (like qperf\'s tcp_bw/tcp_lat)'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s F -l CPU-freq -d 'perftest\'s -F (do not fail on CPU frequency scaling): accepted, nothing to do'
@@ -189,7 +189,7 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -l timeout -d '
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -l wait -d 'Server: how long to wait for a client before giving up (not with --persist)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -l max-size -d 'Server: refuse tests whose messages are larger than this' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -l max-qps -d 'Server: refuse tests that ask for more queue pairs than this' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -s d -l device -d 'Use this RDMA device (default: the one carrying the IP that reaches the peer)' -r -f -a "(__fish_rdmadiag_devices)"
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -s d -l device -d 'Use this RDMA device (default: a client, the one carrying the IP that reaches the peer; a server, --loopback and fabric, the first with an active port)' -r -f -a "(__fish_rdmadiag_devices)"
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -l counters -d 'Read this host\'s port counters (sysfs counters/ and hw_counters/) before and after the test and show what changed; error counters are marked (client and --loopback only)'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -l persist -d 'Server: keep serving, one client after another, whatever test each asks for; each client is logged on stderr (served, told busy, failed)'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand write" -l loopback -d 'Run both ends in this process on one device: a self-test needing no peer'
@@ -212,7 +212,7 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l timeout -d 'L
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l wait -d 'Server: how long to wait for a client before giving up (not with --persist)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l max-size -d 'Server: refuse tests whose messages are larger than this' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l max-qps -d 'Server: refuse tests that ask for more queue pairs than this' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -s d -l device -d 'Use this RDMA device (default: the one carrying the IP that reaches the peer)' -r -f -a "(__fish_rdmadiag_devices)"
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -s d -l device -d 'Use this RDMA device (default: a client, the one carrying the IP that reaches the peer; a server, --loopback and fabric, the first with an active port)' -r -f -a "(__fish_rdmadiag_devices)"
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l counters -d 'Read this host\'s port counters (sysfs counters/ and hw_counters/) before and after the test and show what changed; error counters are marked (client and --loopback only)'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l persist -d 'Server: keep serving, one client after another, whatever test each asks for; each client is logged on stderr (served, told busy, failed)'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand read" -l loopback -d 'Run both ends in this process on one device: a self-test needing no peer'
@@ -262,7 +262,7 @@ lat\t'RDMA WRITE latency (median half round trip)'"
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -s s -l size -d 'The bandwidth test\'s message size' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -s n -l iters -d 'Iterations of each test (bandwidth messages, latency round trips)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -s i -l ib-port -d 'Use this port of the device (1-based)' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -s x -l gid-index -d 'Use this GID index' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -s x -l gid-index -d 'Use this GID index (default on RoCE: the RoCE v2 GID of the IP that reaches the peer)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l tclass -d 'RoCE traffic class of the test\'s packets, 0-255 (0x prefix for hex): the GRH traffic class, which RoCE v2 carries as the IP TOS byte, so the DSCP is its top 6 bits (DSCP 26 is --tclass 104) and the ECN its low 2. With --cm it is rdma_cm\'s ToS. Default 0' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l sl -d 'InfiniBand service level of the test\'s packets, 0-15 (not with --cm, where the path gives it). Default 0' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l seed -d 'Seed of --pattern quick\'s matchings (the same on every rank)' -r
@@ -277,7 +277,7 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l csv -d 'Wri
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l prometheus -d 'Write Prometheus metrics to FILE, atomically (for node_exporter\'s textfile collector)' -r -F
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l key-file -d 'Read the run\'s shared key from FILE (at least 16 bytes, mode 600; the same file on every rank). Only ranks that prove the run\'s credential join: this key, else RDMADIAG_FABRIC_KEY, else under srun a munge credential of the same uid and job step, made on the node that runs the rank it claims; with none of them the run refuses to start. Every later message is HMAC-signed (SECURITY in the man page)' -r -F
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l bind -d 'Listen on this local address only (rank 0\'s coordinator and every rank\'s test port); default: every address, as perftest' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -s d -l device -d 'Use this RDMA device (default: the first with an active port)' -r -f -a "(__fish_rdmadiag_devices)"
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -s d -l device -d 'Use this RDMA device (default: a client, the one carrying the IP that reaches the peer; a server, --loopback and fabric, the first with an active port)' -r -f -a "(__fish_rdmadiag_devices)"
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l no-counter-check -d 'Do not judge the error counters (they are still read and reported)'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l allow-missing -d 'Go on without ranks missing at the rendezvous (they are named, and the run exits 3)'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l no-retest -d 'Do not retest suspects against hosts that passed (every suspect stays one)'

@@ -100,7 +100,7 @@ fn parses_ports_flags() {
         let Command::Ports(p) = parse(&["ports", "-d", "rxe0", flag, "1", "-v", "--json"]) else {
             panic!("expected ports")
         };
-        assert_eq!(p.device.as_deref(), Some("rxe0"));
+        assert_eq!(p.filter.device.as_deref(), Some("rxe0"));
         assert_eq!(p.port, Some(1), "{flag}");
         assert!(p.verbose && p.output.json && !p.counters);
     }

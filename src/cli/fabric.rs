@@ -1,7 +1,7 @@
 //! `rdmadiag fabric`'s flags: the launch, the pattern, the pair tests, the verdict's thresholds
 //! and the outputs.
 
-use super::{OutputArgs, PriorityArgs};
+use super::{OutputArgs, PortChoiceArgs, PriorityArgs};
 use crate::units::{parse_duration, parse_duration_with_unit, parse_msg_size, parse_rate};
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
@@ -65,28 +65,8 @@ pub struct FabricArgs {
           value_parser = clap::value_parser!(u64).range(1..), help_heading = "Test")]
     pub iterations: u64,
 
-    /// Use this RDMA device (default: the first with an active port).
-    #[arg(
-        short = 'd',
-        long = "device",
-        value_name = "DEV",
-        help_heading = "Test"
-    )]
-    pub device: Option<String>,
-
-    /// Use this port of the device (1-based).
-    #[arg(short = 'i', long = "ib-port", value_name = "PORT",
-          value_parser = clap::value_parser!(u8).range(1..), help_heading = "Test")]
-    pub ib_port: Option<u8>,
-
-    /// Use this GID index.
-    #[arg(
-        short = 'x',
-        long = "gid-index",
-        value_name = "IDX",
-        help_heading = "Test"
-    )]
-    pub gid_index: Option<u32>,
+    #[command(flatten, next_help_heading = "Test")]
+    pub port_choice: PortChoiceArgs,
 
     /// Every pair test's packets' priority.
     #[command(flatten, next_help_heading = "Test")]

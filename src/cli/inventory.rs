@@ -1,15 +1,14 @@
 //! The options of `devices` and `ports`.
 
-use super::OutputArgs;
+use super::{DeviceFilterArgs, OutputArgs};
 use crate::units::parse_duration;
 use clap::Args;
 use std::time::Duration;
 
 #[derive(Debug, Args)]
 pub struct DevicesArgs {
-    /// Show only this device (e.g. mlx5_0, rxe0).
-    #[arg(short = 'd', long = "device", value_name = "DEV")]
-    pub device: Option<String>,
+    #[command(flatten)]
+    pub filter: DeviceFilterArgs,
 
     #[command(flatten)]
     pub output: OutputArgs,
@@ -17,9 +16,8 @@ pub struct DevicesArgs {
 
 #[derive(Debug, Args)]
 pub struct PortsArgs {
-    /// Show only this device (e.g. mlx5_0, rxe0).
-    #[arg(short = 'd', long = "device", value_name = "DEV")]
-    pub device: Option<String>,
+    #[command(flatten)]
+    pub filter: DeviceFilterArgs,
 
     /// Show only this port (1-based; -i as ibv_devinfo and the test commands).
     #[arg(short = 'i', long = "ib-port", value_name = "PORT", short_alias = 'p', alias = "port",

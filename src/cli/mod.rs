@@ -163,18 +163,8 @@ pub struct ConnectArgs {
     #[arg(long, short_alias = 'R')]
     pub cm: bool,
 
-    /// Use this RDMA device (default: the one carrying the IP that reaches the peer).
-    #[arg(short = 'd', long = "device", value_name = "DEV")]
-    pub device: Option<String>,
-
-    /// Use this port of the device (1-based).
-    #[arg(short = 'i', long = "ib-port", value_name = "PORT",
-          value_parser = clap::value_parser!(u8).range(1..))]
-    pub ib_port: Option<u8>,
-
-    /// Use this GID index (default on RoCE: the RoCE v2 GID of the IP that reaches the peer).
-    #[arg(short = 'x', long = "gid-index", value_name = "IDX")]
-    pub gid_index: Option<u32>,
+    #[command(flatten)]
+    pub port_choice: PortChoiceArgs,
 
     /// Path MTU in bytes (default: the smaller active MTU of the two ports).
     #[arg(long, short_alias = 'm', value_name = "BYTES", value_parser = parse_mtu)]
@@ -231,6 +221,44 @@ impl From<PriorityArgs> for crate::connect::control::Priority {
             sl: p.sl,
         }
     }
+}
+
+/// Which RDMA port a test runs on: the same `-d`, `-i`, `-x` on every subcommand that runs one
+/// (the test subcommands and `fabric`), declared once here.
+#[derive(Debug, Clone, Args)]
+pub struct PortChoiceArgs {
+    /// Use this RDMA device (default: a client, the one carrying the IP that reaches the peer;
+    /// a server, --loopback and fabric, the first with an active port).
+    #[arg(short = 'd', long = "device", value_name = "DEV")]
+    pub device: Option<String>,
+
+    /// Use this port of the device (1-based).
+    #[arg(short = 'i', long = "ib-port", value_name = "PORT",
+          value_parser = clap::value_parser!(u8).range(1..))]
+    pub ib_port: Option<u8>,
+
+    /// Use this GID index (default on RoCE: the RoCE v2 GID of the IP that reaches the peer).
+    #[arg(short = 'x', long = "gid-index", value_name = "IDX")]
+    pub gid_index: Option<u32>,
+}
+
+impl PortChoiceArgs {
+    /// The port these flags choose.
+    pub fn choice(&self) -> crate::connect::endpoint::PortChoice {
+        crate::connect::endpoint::PortChoice {
+            device: self.device.clone(),
+            port: self.ib_port,
+            gid_index: self.gid_index,
+        }
+    }
+}
+
+/// `-d`: show only one device (`devices`, `ports`).
+#[derive(Debug, Clone, Args)]
+pub struct DeviceFilterArgs {
+    /// Show only this device (e.g. mlx5_0, rxe0).
+    #[arg(short = 'd', long = "device", value_name = "DEV")]
+    pub device: Option<String>,
 }
 
 /// Output options shared by every subcommand.

@@ -14,8 +14,8 @@ struct DevicesDoc<'a> {
 }
 
 pub fn run(args: &DevicesArgs) -> Result<u8> {
-    inventory::check_device_name(args.device.as_deref())?;
-    let devs = inventory::devices(args.device.as_deref(), inventory::Source::Sysfs)?;
+    inventory::check_device_name(args.filter.device.as_deref())?;
+    let devs = inventory::devices(args.filter.device.as_deref(), inventory::Source::Sysfs)?;
     if args.output.json {
         report::emit_json(&DevicesDoc { devices: &devs })?;
     } else {

@@ -2,7 +2,6 @@
 //! print the report (text or JSON) and write the CSV and Prometheus files.
 
 use crate::cli::{FabricArgs, FabricTest, PatternArg};
-use crate::connect::endpoint::PortChoice;
 use crate::exit::{self, UsageError};
 use crate::fabric::auth::{self, AuthFlags};
 use crate::fabric::coordinator::Progress;
@@ -67,11 +66,7 @@ pub fn run(args: &FabricArgs) -> Result<u8> {
         lat_size: LAT_SIZE,
         lat_iterations: args.iterations,
         timeout: args.timeout,
-        choice: PortChoice {
-            device: args.device.clone(),
-            port: args.ib_port,
-            gid_index: args.gid_index,
-        },
+        choice: args.port_choice.choice(),
         priority: args.priority.into(),
     };
     let pattern = match args.pattern {

@@ -9,7 +9,7 @@ mod ports;
 
 use crate::Role;
 use crate::cli::{Cli, Command, ConnectArgs};
-use crate::connect::endpoint::{Endpoint, PortChoice};
+use crate::connect::endpoint::Endpoint;
 use crate::connect::key::TestKey;
 use crate::counters::{Before, CounterDeltas};
 use crate::exit::UsageError;
@@ -34,7 +34,11 @@ pub fn run(cli: Cli) -> Result<u8> {
 
 /// Turn the shared connection flags into session options and this process's role.
 pub fn session_options(c: &ConnectArgs) -> Result<(SessionOptions, Role)> {
-    if c.device.as_deref().is_some_and(|d| d.trim().is_empty()) {
+    if c.port_choice
+        .device
+        .as_deref()
+        .is_some_and(|d| d.trim().is_empty())
+    {
         return Err(UsageError("-d/--device needs a device name".into()).into());
     }
     let role = match (&c.host, c.loopback) {
@@ -71,11 +75,7 @@ pub fn session_options(c: &ConnectArgs) -> Result<(SessionOptions, Role)> {
         persist: c.persist,
         timeout: c.timeout,
         wait: c.wait,
-        choice: PortChoice {
-            device: c.device.clone(),
-            port: c.ib_port,
-            gid_index: c.gid_index,
-        },
+        choice: c.port_choice.choice(),
         mtu: c.mtu,
         priority: c.priority.into(),
         cm: c.cm,

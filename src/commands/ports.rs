@@ -11,9 +11,9 @@ use anyhow::Result;
 use std::time::Duration;
 
 pub fn run(args: &PortsArgs) -> Result<u8> {
-    inventory::check_device_name(args.device.as_deref())?;
+    inventory::check_device_name(args.filter.device.as_deref())?;
     let mut ports = inventory::ports(
-        args.device.as_deref(),
+        args.filter.device.as_deref(),
         args.port,
         PortQuery {
             verbose: args.verbose,
