@@ -2,6 +2,7 @@
 //! Prometheus text exposition format.
 
 use super::{Style, finish};
+use crate::report::prometheus::{Exposition, label};
 use comfy_table::Cell;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
@@ -233,13 +234,6 @@ pub fn nhc(r: &CheckReport) -> String {
         .collect()
 }
 
-/// A label value with `\`, `"` and newlines escaped, as the exposition format wants.
-fn label(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
-
 /// The metric family a check's measured value goes to: (name, help), None for checks that
 /// measure nothing numeric.
 fn family(name: CheckName) -> Option<(&'static str, &'static str)> {
@@ -297,38 +291,11 @@ fn port_labels(c: &Check) -> String {
     l
 }
 
-/// A number as the exposition format writes it.
-fn number(v: f64) -> String {
-    if v.is_finite() {
-        format!("{v}")
-    } else if v.is_nan() {
-        "NaN".into()
-    } else if v > 0.0 {
-        "+Inf".into()
-    } else {
-        "-Inf".into()
-    }
-}
-
 /// The Prometheus text exposition format (version 0.0.4), base units, every family with HELP
 /// and TYPE: one `rdmadiag_check_ok` per check, the measured values, and the run's verdict,
 /// duration and time (`unix_time_s`, for alerts on a stale file).
 pub fn prometheus(r: &CheckReport, unix_time_s: f64) -> String {
-    let mut out = String::new();
-    let gauge = |out: &mut String, name: &str, help: &str, samples: &[(String, f64)]| {
-        if samples.is_empty() {
-            return;
-        }
-        writeln!(out, "# HELP {name} {help}").unwrap();
-        writeln!(out, "# TYPE {name} gauge").unwrap();
-        for (labels, v) in samples {
-            if labels.is_empty() {
-                writeln!(out, "{name} {}", number(*v)).unwrap();
-            } else {
-                writeln!(out, "{name}{{{labels}}} {}", number(*v)).unwrap();
-            }
-        }
-    };
+    let mut out = Exposition::default();
     let ok: Vec<(String, f64)> = r
         .checks
         .iter()
@@ -339,11 +306,10 @@ pub fn prometheus(r: &CheckReport, unix_time_s: f64) -> String {
             )
         })
         .collect();
-    gauge(
-        &mut out,
+    out.gauge_if_any(
         "rdmadiag_check_ok",
         "1 when the check passed, 0 when it failed.",
-        &ok,
+        ok,
     );
     // Families in a fixed order, each once, with every check that measured into it.
     let mut names: Vec<CheckName> = Vec::new();
@@ -362,34 +328,30 @@ pub fn prometheus(r: &CheckReport, unix_time_s: f64) -> String {
             .filter(|c| c.name == n)
             .filter_map(|c| c.value.map(|v| (port_labels(c), v)))
             .collect();
-        gauge(&mut out, metric, help, &samples);
+        out.gauge_if_any(metric, help, samples);
     }
-    let whole = |v: f64| vec![(String::new(), v)];
-    gauge(
-        &mut out,
+    let whole = |v: f64| [(String::new(), v)];
+    out.gauge(
         "rdmadiag_check_passed",
         "1 when every check of the run passed.",
-        &whole(if r.passed { 1.0 } else { 0.0 }),
+        whole(if r.passed { 1.0 } else { 0.0 }),
     );
-    gauge(
-        &mut out,
+    out.gauge(
         "rdmadiag_check_failed_checks",
         "How many checks of the run failed.",
-        &whole(r.failed as f64),
+        whole(r.failed as f64),
     );
-    gauge(
-        &mut out,
+    out.gauge(
         "rdmadiag_check_duration_seconds",
         "Wall time of the whole check run.",
-        &whole(r.elapsed_s),
+        whole(r.elapsed_s),
     );
-    gauge(
-        &mut out,
+    out.gauge(
         "rdmadiag_check_timestamp_seconds",
         "When the check ran, seconds since the Unix epoch.",
-        &whole(unix_time_s.floor()),
+        whole(unix_time_s.floor()),
     );
-    out
+    out.finish()
 }
 
 #[cfg(test)]
@@ -508,5 +470,7 @@ mod tests {
             }
         }
         assert_eq!(label("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+        let complaints = crate::report::prometheus::tests::promtool_complaints(&p);
+        assert!(complaints.trim().is_empty(), "{complaints}\n{p}");
     }
 }

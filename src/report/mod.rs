@@ -9,6 +9,7 @@ pub mod inventory;
 pub mod perf;
 pub mod pingpong;
 pub mod progress;
+pub mod prometheus;
 pub mod thresholds;
 
 use crate::connect::endpoint::Endpoint;

@@ -1,6 +1,7 @@
 //! A fabric run as CSV rows (one per pair) and Prometheus metrics (node_exporter's textfile).
 
 use super::*;
+use crate::report::prometheus::{Exposition, label};
 
 /// CSV, one row per pair (header first).
 pub fn fabric_csv(r: &FabricReport) -> String {
@@ -35,24 +36,11 @@ pub fn fabric_csv(r: &FabricReport) -> String {
     out
 }
 
-/// Prometheus text exposition format: per-pair gauges and the suspects.
+/// Prometheus text exposition format: per-pair gauges in base units (bytes per second,
+/// seconds, as the check's metrics and promtool's lint want) and the suspects.
 pub fn fabric_prometheus(r: &FabricReport) -> String {
-    let label = |s: &str| {
-        s.replace('\\', "\\\\")
-            .replace('"', "\\\"")
-            .replace('\n', "\\n")
-    };
-    let mut out = String::new();
-    let mut gauge = |name: &str, help: &str, rows: Vec<(String, f64)>| {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
-        for (labels, v) in rows {
-            if labels.is_empty() {
-                let _ = writeln!(out, "{name} {v}");
-            } else {
-                let _ = writeln!(out, "{name}{{{labels}}} {v}");
-            }
-        }
-    };
+    let mut out = Exposition::default();
+    let mut gauge = |name: &str, help: &str, rows: Vec<(String, f64)>| out.gauge(name, help, rows);
     let pairs: Vec<&PairResult> = r.pairs.iter().filter(|p| !p.retested).collect();
     let pl = |p: &PairResult, src: &str, dst: &str| {
         format!(
@@ -65,23 +53,23 @@ pub fn fabric_prometheus(r: &FabricReport) -> String {
     let mut bw = Vec::new();
     for p in &pairs {
         if let Some(v) = p.bw_gbps {
-            bw.push((pl(p, &p.a, &p.b), v));
+            bw.push((pl(p, &p.a, &p.b), v * 1e9 / 8.0));
         }
         if let Some(v) = p.bw_gbps_reverse {
-            bw.push((pl(p, &p.b, &p.a), v));
+            bw.push((pl(p, &p.b, &p.a), v * 1e9 / 8.0));
         }
     }
     gauge(
-        "rdmadiag_fabric_bw_gbps",
-        "Bandwidth of a pair, one direction, Gb/s.",
+        "rdmadiag_fabric_bandwidth_bytes_per_second",
+        "Bandwidth of a pair, one direction, bytes per second.",
         bw,
     );
     gauge(
-        "rdmadiag_fabric_lat_us",
-        "Median half round trip latency of a pair, microseconds.",
+        "rdmadiag_fabric_latency_seconds",
+        "Median half round trip latency of a pair, seconds.",
         pairs
             .iter()
-            .filter_map(|p| Some((pl(p, &p.a, &p.b), p.lat_us?)))
+            .filter_map(|p| Some((pl(p, &p.a, &p.b), p.lat_us? / 1e6)))
             .collect(),
     );
     gauge(
@@ -141,5 +129,5 @@ pub fn fabric_prometheus(r: &FabricReport) -> String {
         "Ranks that did not join or left mid-run.",
         vec![(String::new(), r.missing.len() as f64)],
     );
-    out
+    out.finish()
 }

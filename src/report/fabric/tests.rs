@@ -92,7 +92,9 @@ fn csv_has_one_row_per_pair_and_quotes_fields() {
 fn prometheus_lines_are_well_formed() {
     let p = fabric_prometheus(&sample());
     assert!(
-        p.contains("rdmadiag_fabric_bw_gbps{src=\"a\",dst=\"b\",round=\"1\"} 1"),
+        p.contains(
+            "rdmadiag_fabric_bandwidth_bytes_per_second{src=\"a\",dst=\"b\",round=\"1\"} 125000000\n"
+        ),
         "{p}"
     );
     assert!(
@@ -104,4 +106,12 @@ fn prometheus_lines_are_well_formed() {
         let value = line.rsplit(' ').next().unwrap();
         assert!(value.parse::<f64>().is_ok(), "{line}");
     }
+    // A figure that is not finite is written as the format spells it, and promtool passes it.
+    let mut odd = sample();
+    odd.pairs[0].bw_gbps = Some(f64::NAN);
+    odd.pairs[0].lat_us = Some(f64::INFINITY);
+    let p = fabric_prometheus(&odd);
+    assert!(p.contains("} NaN\n") && p.contains("} +Inf\n"), "{p}");
+    let complaints = crate::report::prometheus::tests::promtool_complaints(&p);
+    assert!(complaints.trim().is_empty(), "{complaints}\n{p}");
 }
