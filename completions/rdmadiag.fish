@@ -55,7 +55,7 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand ports" -l counters -d 
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand ports" -l json -d 'Print one JSON document instead of tables (schema: rdmadiag-json(7))'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand ports" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand ports" -s V -l version -d 'Print version'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -s c -l connection -d 'Transport: reliable (RC), unreliable connected (UC) or unreliable datagram (UD)' -r -f -a "RC\t'Reliable connected'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -s c -l connection -d 'Transport: reliable connected (RC), unreliable connected (UC: SEND and WRITE) or unreliable datagram (UD: SEND only)' -r -f -a "RC\t'Reliable connected'
 UC\t'Unreliable connected'
 UD\t'Unreliable datagram'"
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -s s -l size -d 'Message size in bytes; K, M and G are binary (4K = 4096)' -r
@@ -87,7 +87,7 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -s V -l vers
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l op -d 'The operation to measure' -r -f -a "send\t''
 write\t''
 read\t''"
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s c -l connection -d 'Transport: RC, UC (SEND and WRITE) or UD (SEND only)' -r -f -a "RC\t'Reliable connected'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s c -l connection -d 'Transport: reliable connected (RC), unreliable connected (UC: SEND and WRITE) or unreliable datagram (UD: SEND only)' -r -f -a "RC\t'Reliable connected'
 UC\t'Unreliable connected'
 UD\t'Unreliable datagram'"
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s s -l size -d 'Message size; K, M and G are binary (64K = 65536). Default: 64K for bw, 2 for lat' -r
@@ -136,7 +136,7 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s V -l version -d
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l op -d 'The operation to measure' -r -f -a "send\t''
 write\t''
 read\t''"
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s c -l connection -d 'Transport: RC, UC (SEND and WRITE) or UD (SEND only)' -r -f -a "RC\t'Reliable connected'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s c -l connection -d 'Transport: reliable connected (RC), unreliable connected (UC: SEND and WRITE) or unreliable datagram (UD: SEND only)' -r -f -a "RC\t'Reliable connected'
 UC\t'Unreliable connected'
 UD\t'Unreliable datagram'"
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s s -l size -d 'Message size; K, M and G are binary (64K = 65536). Default: 64K for bw, 2 for lat' -r

@@ -253,6 +253,22 @@ impl PortChoiceArgs {
     }
 }
 
+/// `-c`: the transport of a test (`pingpong` and the perf tests).
+#[derive(Debug, Clone, Args)]
+pub struct TransportArgs {
+    /// Transport: reliable connected (RC), unreliable connected (UC: SEND and WRITE) or
+    /// unreliable datagram (UD: SEND only).
+    #[arg(
+        short = 'c',
+        long = "connection",
+        value_enum,
+        default_value = "RC",
+        ignore_case = true,
+        help_heading = "Test"
+    )]
+    pub transport: Transport,
+}
+
 /// `-d`: show only one device (`devices`, `ports`).
 #[derive(Debug, Clone, Args)]
 pub struct DeviceFilterArgs {

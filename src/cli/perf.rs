@@ -1,6 +1,6 @@
 //! The options of `bw`, `lat`, `write` and `read`, and the engine types they map onto.
 
-use super::{ConnectArgs, OutputArgs};
+use super::{ConnectArgs, OutputArgs, TransportArgs};
 use crate::connect::control;
 use crate::units::{
     parse_duration, parse_duration_with_unit, parse_msg_rate, parse_msg_rate_mpps, parse_msg_size,
@@ -98,16 +98,8 @@ pub struct PerfCommon {
     )]
     pub op: Op,
 
-    /// Transport: RC, UC (SEND and WRITE) or UD (SEND only).
-    #[arg(
-        short = 'c',
-        long = "connection",
-        value_enum,
-        default_value = "RC",
-        ignore_case = true,
-        help_heading = "Test"
-    )]
-    pub transport: Transport,
+    #[command(flatten)]
+    pub connection: TransportArgs,
 
     /// Message size; K, M and G are binary (64K = 65536). Default: 64K for bw, 2 for lat.
     #[arg(short = 's', long = "size", value_name = "SIZE", value_parser = parse_msg_size,

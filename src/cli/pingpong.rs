@@ -1,22 +1,14 @@
 //! `pingpong`'s options.
 
-use super::{Compat, ConnectArgs, OutputArgs, Transport};
+use super::{Compat, ConnectArgs, OutputArgs, TransportArgs};
 use crate::units::parse_msg_size;
 use clap::Args;
 
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Test")]
 pub struct PingpongArgs {
-    /// Transport: reliable (RC), unreliable connected (UC) or unreliable datagram (UD).
-    #[arg(
-        short = 'c',
-        long = "connection",
-        value_enum,
-        default_value = "RC",
-        ignore_case = true,
-        help_heading = "Test"
-    )]
-    pub transport: Transport,
+    #[command(flatten)]
+    pub connection: TransportArgs,
 
     /// Message size in bytes; K, M and G are binary (4K = 4096).
     #[arg(short = 's', long = "size", value_name = "SIZE", default_value = "4096",

@@ -47,7 +47,7 @@ fn measured(c: &PerfCommon, default_size: u32, default_iterations: u64) -> PerfS
 fn spec(test: &str, c: &PerfCommon, opts: &SessionOptions, perf: PerfSpec) -> TestSpec {
     TestSpec {
         test: test.into(),
-        transport: c.transport.into(),
+        transport: c.connection.transport.into(),
         size: perf.sizes.iter().copied().max().unwrap_or(0),
         iterations: perf.iterations.unwrap_or(0),
         rx_depth: 0,

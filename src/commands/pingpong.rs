@@ -15,7 +15,7 @@ pub fn run(args: &PingpongArgs) -> Result<u8> {
     opts.compat_ibv = args.compat == Some(Compat::Ibv);
     let spec = TestSpec {
         test: "pingpong".into(),
-        transport: args.transport.into(),
+        transport: args.connection.transport.into(),
         size: args.size,
         iterations: args.iterations,
         rx_depth: args.rx_depth,
