@@ -484,6 +484,16 @@ fn the_verdict_finds_every_planted_fault_and_no_false_suspect_up_to_512_hosts() 
         Ok("all-pairs") | Err(_) => Pattern::AllPairs,
         Ok(other) => panic!("RDMADIAG_VERDICT_SIM_PATTERN: '{other}' (all-pairs or quick)"),
     };
+    // Only the cases whose name contains one of these, only these noises (labels: 5%, 20%,
+    // lab): a reduced table, as bench/fabric-verdict.sh runs at 4096 hosts all-pairs.
+    let only = |var: &str| -> Option<Vec<String>> {
+        let v = std::env::var(var).ok().filter(|v| !v.is_empty())?;
+        Some(v.split(',').map(|x| x.trim().to_string()).collect())
+    };
+    let (only_cases, only_noises) = (
+        only("RDMADIAG_VERDICT_SIM_CASES"),
+        only("RDMADIAG_VERDICT_SIM_NOISES"),
+    );
     let mut misses = Vec::new();
     let mut table = format!(
         "{:>5} {:>5} {:<26} {:>4} | {:<40} | {:<30} | {:<30} | goal\n",
@@ -492,13 +502,33 @@ fn the_verdict_finds_every_planted_fault_and_no_false_suspect_up_to_512_hosts() 
     let mut runs = 0;
     let (mut slowest, mut spent) = (std::time::Duration::ZERO, std::time::Duration::ZERO);
     for &n in &sizes {
-        for noise in [Noise::Uniform(0.05), Noise::Uniform(0.20), Noise::Lab] {
-            for case in CASES.iter().filter(|c| n >= c.min_hosts) {
+        for noise in [Noise::Uniform(0.05), Noise::Uniform(0.20), Noise::Lab]
+            .into_iter()
+            .filter(|x| only_noises.as_ref().is_none_or(|o| o.contains(&x.label())))
+        {
+            let chosen = |c: &&Case| {
+                only_cases
+                    .as_ref()
+                    .is_none_or(|o| o.iter().any(|x| c.name.contains(x.as_str())))
+            };
+            for case in CASES.iter().filter(|c| n >= c.min_hosts).filter(chosen) {
                 let seeds = if n > 64 { &seeds[..1] } else { &seeds[..] };
                 for &seed in seeds {
                     let mut f = Fabric::healthy(n, noise, pattern, seed);
                     let expected = (case.plant)(&mut f);
                     let (v, sheet, retests, took) = judged_lean(&f, &Thresholds::default());
+                    if std::env::var_os("RDMADIAG_VERDICT_SIM_TIMES").is_some() {
+                        eprintln!(
+                            "{n} hosts, {} noise, {}, seed {seed}: verdict {:.2} s ({} suspects \
+                             before the retests, {} retests in {} rounds)",
+                            noise.label(),
+                            case.name,
+                            took.as_secs_f64(),
+                            v.notes.len(),
+                            v.retests.pairs,
+                            v.retests.rounds
+                        );
+                    }
                     slowest = slowest.max(took);
                     spent += took;
                     let fails = v.findings.iter().any(|x| x.fails);
@@ -581,7 +611,11 @@ fn the_verdict_finds_every_planted_fault_and_no_false_suspect_up_to_512_hosts() 
         spent.as_secs_f64(),
         slowest.as_secs_f64()
     );
-    assert!(runs >= CASES.len(), "only {runs} runs: the table is empty");
+    let filtered = only_cases.is_some() || only_noises.is_some();
+    assert!(
+        runs >= if filtered { 1 } else { CASES.len() },
+        "only {runs} runs: the table is empty"
+    );
     assert!(
         misses.is_empty(),
         "{} of {runs} runs missed their goal:\n{}\n{table}",

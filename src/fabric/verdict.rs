@@ -133,7 +133,7 @@ pub struct Reference {
 pub use crate::report::fabric::{Direction, Rule};
 
 /// Where a suspect is: a host, a link (a is the lower rank), or a group of hosts.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Target {
     Host {
         rank: u32,
@@ -346,6 +346,12 @@ pub fn judge_sheet<E>(
         run_retests,
     )?;
     let (suspects, notes) = conclude(&trials, &reference, t);
+    // The trials shared the results: now they are the caller's alone.
+    drop(trials);
+    let results = results
+        .into_iter()
+        .map(std::rc::Rc::unwrap_or_clone)
+        .collect();
     let verdict = Verdict {
         reference,
         findings: judgement.findings,

@@ -2,6 +2,8 @@
 //! the per-host summary.
 
 use super::*;
+use std::collections::HashMap;
+use std::rc::Rc;
 
 /// Where a suspect's retests stand.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,8 +22,9 @@ pub enum State {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Trial {
     pub suspect: Suspect,
-    /// Its retest pairs, in the order they ran (flagged already).
-    pub retests: Vec<PairResult>,
+    /// Its retest pairs, in the order they ran (flagged already), shared with the run's list of
+    /// retests (a fleet's round may retest a million pairs: no copy each).
+    pub retests: Vec<Rc<PairResult>>,
     pub state: State,
 }
 
@@ -31,6 +34,8 @@ pub struct Trial {
 /// host outside it.
 struct Partners {
     passed: Vec<u32>,
+    /// Each passed rank's place in `passed`.
+    at: HashMap<u32, usize>,
     next: usize,
 }
 
@@ -59,7 +64,15 @@ impl Partners {
         if passed.is_empty() {
             passed = usable(&suspect_hosts);
         }
-        Partners { passed, next: 0 }
+        let mut at = HashMap::with_capacity(passed.len());
+        for (i, r) in passed.iter().enumerate() {
+            at.entry(*r).or_insert(i);
+        }
+        Partners {
+            passed,
+            at,
+            next: 0,
+        }
     }
 
     fn pick(&mut self, target: &Target) -> Option<Pair> {
@@ -68,11 +81,19 @@ impl Partners {
             Target::Host { rank, .. } => *rank,
             Target::Group { members } => members[0].0,
         };
-        let candidates: Vec<u32> = self.passed.iter().copied().filter(|p| *p != rank).collect();
-        if candidates.is_empty() {
+        // The next of the hosts that passed, the suspect itself left out (without a list of
+        // them for each pick: a fleet's round picks for thousands of suspects).
+        let own = self.at.get(&rank).copied();
+        let n = self.passed.len() - own.is_some() as usize;
+        if n == 0 {
             return None;
         }
-        let partner = candidates[self.next % candidates.len()];
+        let k = self.next % n;
+        let partner = self.passed[if own.is_some_and(|o| k >= o) {
+            k + 1
+        } else {
+            k
+        }];
         self.next += 1;
         Some((partner.min(rank), partner.max(rank)))
     }
@@ -88,9 +109,12 @@ pub fn retest_pairs(
     suspects.iter().map(|s| partners.pick(&s.target)).collect()
 }
 
+/// What [`run`] returns: the trials, the retests' results (shared with the trials), their cost.
+pub(super) type Retested = (Vec<Trial>, Vec<Rc<PairResult>>, RetestSummary);
+
 /// Retest the suspects, round by round, until each is decided or `t.retest_rounds` rounds
-/// have run. Returns the trials, the retests' results (flagged, marked retested) and what they
-/// cost.
+/// have run. Returns the trials, the retests' results (flagged, marked retested; shared with
+/// the trials) and what they cost.
 pub(super) fn run<E>(
     suspects: Vec<Suspect>,
     mut held: Vec<Suspect>,
@@ -99,7 +123,7 @@ pub(super) fn run<E>(
     r: &Reference,
     t: &Thresholds,
     mut run_retests: impl FnMut(Vec<Pair>) -> Result<Vec<PairResult>, E>,
-) -> Result<(Vec<Trial>, Vec<PairResult>, RetestSummary), E> {
+) -> Result<Retested, E> {
     // A held link's far end is no partner either: a host retested against the other end of
     // its own slow link measures the link again (the lab's fab4, slow to fab2 both ways, was
     // retested against fab2 and "confirmed" as a slow sender).
@@ -140,12 +164,16 @@ pub(super) fn run<E>(
             p.retested = true;
         }
         flag(&mut results, r, t);
-        for (i, (a, b)) in plan {
-            if let Some(p) = results
-                .iter()
-                .find(|p| p.a_rank.min(p.b_rank) == a && p.a_rank.max(p.b_rank) == b)
-            {
-                trials[i].retests.push(p.clone());
+        let results: Vec<Rc<PairResult>> = results.into_iter().map(Rc::new).collect();
+        // Each pair's first result (a fleet's round retests hundreds of thousands of links).
+        let mut by_pair: HashMap<Pair, usize> = HashMap::with_capacity(results.len());
+        for (k, p) in results.iter().enumerate() {
+            let pair = (p.a_rank.min(p.b_rank), p.a_rank.max(p.b_rank));
+            by_pair.entry(pair).or_insert(k);
+        }
+        for (i, pair) in plan {
+            if let Some(&k) = by_pair.get(&pair) {
+                trials[i].retests.push(Rc::clone(&results[k]));
             }
             trials[i].state = trials[i].decide(r, t);
         }
@@ -191,23 +219,45 @@ fn release(
     let (free, still): (Vec<Suspect>, Vec<Suspect>) = held
         .into_iter()
         .partition(|s| s.target.ranks().iter().all(|r| !standing.contains(r)));
-    for suspect in free {
-        match trials
-            .iter_mut()
-            .find(|x| x.suspect.target == suspect.target)
-        {
-            Some(x) => {
-                x.suspect.charges.extend(suspect.charges);
-                if x.state == State::Cleared {
-                    // Its retests so far judge the new charges too (none: pending).
-                    x.state = x.decide(r, t);
-                }
+    if free.is_empty() {
+        return still;
+    }
+    // Where each goes: the first trial of its target (Ok), or the first of the free links
+    // with its target, which becomes a new trial (Err).
+    let goes: Vec<Result<usize, usize>> = {
+        let mut trial_of: HashMap<&Target, usize> = HashMap::with_capacity(trials.len());
+        for (i, x) in trials.iter().enumerate() {
+            trial_of.entry(&x.suspect.target).or_insert(i);
+        }
+        let mut first: HashMap<&Target, usize> = HashMap::new();
+        free.iter()
+            .enumerate()
+            .map(|(k, s)| match trial_of.get(&s.target) {
+                Some(&i) => Ok(i),
+                None => Err(*first.entry(&s.target).or_insert(k)),
+            })
+            .collect()
+    };
+    let mut new_trial = vec![usize::MAX; free.len()];
+    for (k, (suspect, goes)) in free.into_iter().zip(goes).enumerate() {
+        let i = match goes {
+            Ok(i) => i,
+            Err(first) if first != k => new_trial[first],
+            Err(_) => {
+                new_trial[k] = trials.len();
+                trials.push(Trial {
+                    suspect,
+                    retests: Vec::new(),
+                    state: State::Pending,
+                });
+                continue;
             }
-            None => trials.push(Trial {
-                suspect,
-                retests: Vec::new(),
-                state: State::Pending,
-            }),
+        };
+        let x = &mut trials[i];
+        x.suspect.charges.extend(suspect.charges);
+        if x.state == State::Cleared {
+            // Its retests so far judge the new charges too (none: pending).
+            x.state = x.decide(r, t);
         }
     }
     still

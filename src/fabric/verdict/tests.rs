@@ -78,7 +78,9 @@ fn tried(suspects: &[Suspect], retests: &[PairResult], r: &Reference) -> Vec<Tri
         let mut x = Trial {
             suspect: s.clone(),
             // Two retests alike (what it takes to confirm a charge on its retests alone).
-            retests: vec![p.clone(); MIN_RETESTS_TO_CONFIRM],
+            retests: (0..MIN_RETESTS_TO_CONFIRM)
+                .map(|_| std::rc::Rc::new(p.clone()))
+                .collect(),
             state: retest::State::Pending,
         };
         x.state = x.decide(r, &t);

@@ -106,7 +106,7 @@ fn a_gross_fault_within_a_wide_noise_is_named_when_seen_twice_and_cleared_when_i
                 .map(|x| {
                     let mut q = pair(0, 1, 10.0 * x, 5.0);
                     q.bw_gbps_reverse = Some(10.0);
-                    q
+                    std::rc::Rc::new(q)
                 })
                 .collect(),
             state: retest::State::Pending,
