@@ -931,7 +931,7 @@ fn g_a_one_way_slow_link_is_the_suspect_link() {
         rules
             .iter()
             .any(|(n, r)| n.contains("fab2") && n.contains("fab4") && r.starts_with("bw-")),
-        "the link fab2 - fab4 should be a suspect by a bandwidth rule: {rules:?}"
+        "the link fab2 - fab4 should be a suspect by a bandwidth rule: {rules:?}\n{summary}{v}"
     );
     assert_counters_are_information(&v);
 }
