@@ -178,6 +178,22 @@ fn rank_thread(
     port: u16,
     a: Auth,
 ) -> std::thread::JoinHandle<anyhow::Result<u8>> {
+    let stub = Stub {
+        rank,
+        bw: even,
+        stall: None,
+    };
+    rank_thread_with(rank, size, port, a, stub)
+}
+
+/// [`rank_thread`] measuring with `runner`.
+fn rank_thread_with(
+    rank: u32,
+    size: u32,
+    port: u16,
+    a: Auth,
+    runner: impl PairRunner + Send + 'static,
+) -> std::thread::JoinHandle<anyhow::Result<u8>> {
     std::thread::spawn(move || {
         let cfg = RankConfig {
             rank,
@@ -189,13 +205,21 @@ fn rank_thread(
             auth: a,
         };
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let stub = Stub {
-            rank,
-            bw: even,
-            stall: None,
-        };
-        run_rank(&cfg, &stub, &l, &|_| {})
+        run_rank(&cfg, &runner, &l, &|_| {})
     })
+}
+
+/// Start 3 ranks with the run's key and wait until each has ended well (`case` names the
+/// run in a failure); how long from their start.
+fn three_ranks_end_well(port: u16, case: &str) -> Duration {
+    let started = Instant::now();
+    let ranks: Vec<_> = (0..3)
+        .map(|r| rank_thread(r, 3, port, Auth::key(KEY)))
+        .collect();
+    for r in ranks {
+        assert_eq!(r.join().unwrap().unwrap(), 0, "{case}");
+    }
+    started.elapsed()
 }
 
 /// A coordinator for `size` ranks on a fresh port, collecting its refusals.
@@ -507,14 +531,7 @@ fn a_flood_from_one_host_keeps_no_other_hosts_rank_out() {
         })
         .collect();
     std::thread::sleep(Duration::from_millis(1500));
-    let started = Instant::now();
-    let ranks: Vec<_> = (0..3)
-        .map(|r| rank_thread(r, 3, port, Auth::key(KEY)))
-        .collect();
-    for r in ranks {
-        assert_eq!(r.join().unwrap().unwrap(), 0);
-    }
-    let joined_in = started.elapsed();
+    let joined_in = three_ranks_end_well(port, "");
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     for f in flood {
         f.join().unwrap();
@@ -544,14 +561,7 @@ fn slow_senders_cannot_keep_a_rank_out() {
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let senders = slow_senders(port, 20, &stop);
     std::thread::sleep(Duration::from_millis(1500));
-    let started = Instant::now();
-    let ranks: Vec<_> = (0..3)
-        .map(|r| rank_thread(r, 3, port, Auth::key(KEY)))
-        .collect();
-    for r in ranks {
-        assert_eq!(r.join().unwrap().unwrap(), 0);
-    }
-    let joined_in = started.elapsed();
+    let joined_in = three_ranks_end_well(port, "");
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let o = coordinator.join().unwrap().unwrap();
     assert_eq!((o.exit_code, o.hosts.len(), o.pairs.len()), (0, 3, 3));
@@ -670,14 +680,7 @@ fn arbitrary_clients_at_any_pace_never_keep_ranks_out() {
             })
             .collect();
         std::thread::sleep(Duration::from_millis(300));
-        let started = Instant::now();
-        let ranks: Vec<_> = (0..3)
-            .map(|r| rank_thread(r, 3, port, Auth::key(KEY)))
-            .collect();
-        for r in ranks {
-            assert_eq!(r.join().unwrap().unwrap(), 0, "case {case}: {crowd:?}");
-        }
-        let joined_in = started.elapsed();
+        let joined_in = three_ranks_end_well(port, &format!("case {case}: {crowd:?}"));
         let o = coordinator.join().unwrap().unwrap();
         assert_eq!(
             (o.exit_code, o.hosts.len(), o.pairs.len()),
@@ -773,21 +776,7 @@ fn clients_refused_by_a_test_port_are_in_the_report() {
     }
     let (port, _refusals, coordinator) = start_coordinator(config(2, Duration::from_secs(20)));
     let ranks: Vec<_> = (0..2)
-        .map(|rank| {
-            std::thread::spawn(move || {
-                let cfg = RankConfig {
-                    rank,
-                    size: 2,
-                    hostname: format!("sim{rank}"),
-                    coordinator: ("127.0.0.1".into(), port),
-                    connect_timeout: Duration::from_secs(30),
-                    wait_timeout: Duration::from_secs(60),
-                    auth: Auth::key(KEY),
-                };
-                let l = TcpListener::bind("127.0.0.1:0").unwrap();
-                run_rank(&cfg, &Intruded(rank), &l, &|_| {})
-            })
-        })
+        .map(|rank| rank_thread_with(rank, 2, port, Auth::key(KEY), Intruded(rank)))
         .collect();
     for r in ranks {
         assert_eq!(r.join().unwrap().unwrap(), 0);

@@ -110,21 +110,10 @@ fn i_slow_senders_and_garbage_keep_no_rank_out_and_cost_rank_0_little() {
     watching.store(true, Ordering::Relaxed);
     let (fds, threads) = watch.join().unwrap();
     let v = run.report();
-    let err = &run.rank0().stderr;
     eprintln!(
         "garbage connections {garbage}; rank 0 held at most {fds} descriptors, {threads} threads"
     );
-    assert_eq!(run.rank0().rc, Some(0), "{}{err}", pair_summary(&v));
-    for (i, r) in run.ranks.iter().enumerate() {
-        assert_eq!(r.rc, Some(0), "rank {i} exit: {}", r.stderr);
-    }
-    assert_hosts(&v);
-    assert_all_six_pairs(&v);
-    assert!(
-        suspect_hosts(&v).is_empty() && suspect_links(&v).is_empty(),
-        "{v}"
-    );
-    assert_eq!(v["missing"], serde_json::json!([]), "{v}");
+    assert_healthy_despite_intruders(&run, &v);
     let refused = v["refused"].as_array().cloned().unwrap_or_default();
     let count = |what: &str| -> u64 {
         refused
