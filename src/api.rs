@@ -1,7 +1,7 @@
 //! The library's entry point: run one test in one role, in this process, and get its typed
 //! report. The subcommands call it, and so will `check` and `fabric`; it never prints.
 
-use crate::connect::control::TestSpec;
+use crate::connect::control::{Test, TestSpec};
 use crate::exit::UsageError;
 use crate::perf::Observer;
 use crate::report::perf::PerfReport;
@@ -58,7 +58,7 @@ pub fn run(
 ) -> Result<TestReport> {
     session::phase::reset();
     spec.check_combination().map_err(UsageError)?;
-    let pingpong = spec.test == "pingpong";
+    let pingpong = matches!(spec.test, Test::Pingpong(_));
     if pingpong {
         pingpong::validate(spec).map_err(UsageError)?;
         if opts.compat_ibv && opts.persist {

@@ -1,7 +1,7 @@
 //! The library API on a host: `rdmadiag::run` returns typed errors without printing, and the
 //! exit code a command line would use follows from the error's kind.
 
-use rdmadiag::connect::control::{Op, PerfSpec, QpType, TestSpec};
+use rdmadiag::connect::control::{LinkSpec, Op, PerfSpec, QpType, Test, TestSpec};
 use rdmadiag::connect::endpoint::PortChoice;
 use rdmadiag::perf::Unobserved;
 use rdmadiag::session::SessionOptions;
@@ -14,17 +14,8 @@ fn opts() -> SessionOptions {
 
 fn bw_spec(op: Op, transport: QpType) -> TestSpec {
     TestSpec {
-        test: "bw".into(),
-        transport,
-        size: 65536,
-        iterations: 10,
-        rx_depth: 0,
-        events: false,
-        mtu: None,
-        cm: false,
-        tclass: None,
-        sl: None,
-        perf: Some(PerfSpec::one_at_a_time(op, vec![65536], 10, None)),
+        link: LinkSpec::plain(transport),
+        test: Test::Bw(PerfSpec::one_at_a_time(op, vec![65536], 10, None)),
     }
 }
 
@@ -40,7 +31,7 @@ fn a_bad_combination_is_a_usage_error_before_anything_runs() {
     assert_eq!(exit::code_for(&e), exit::USAGE, "{e:#}");
     assert!(format!("{e}").contains("-c RC"), "{e}");
     let mut cm = bw_spec(Op::Write, QpType::Ud);
-    cm.cm = true;
+    cm.link.cm = true;
     let e = rdmadiag::run(&cm, &opts(), Role::Loopback, &Unobserved).unwrap_err();
     assert_eq!(exit::code_for(&e), exit::USAGE, "{e:#}");
 }

@@ -3,7 +3,9 @@
 
 use super::targets::label;
 use super::{Deadline, Plan, gbits_text, micros_text, stopped_by_signal};
-use crate::connect::control::{DEFAULT_PORT, Op, PerfSpec, Priority, QpType, ServerBusy, TestSpec};
+use crate::connect::control::{
+    DEFAULT_PORT, LinkSpec, Op, PerfSpec, Priority, QpType, ServerBusy, Test, TestSpec,
+};
 use crate::connect::endpoint::PortChoice;
 use crate::connect::key::TestKey;
 use crate::report::check::{Check, CheckName};
@@ -78,45 +80,21 @@ impl Peer {
     }
 }
 
-fn bw_spec(time: Duration) -> TestSpec {
-    TestSpec {
-        test: "bw".into(),
-        transport: QpType::Rc,
-        size: BW_SIZE,
-        iterations: 0,
-        rx_depth: 0,
-        events: false,
-        mtu: None,
-        cm: false,
-        tclass: None,
-        sl: None,
-        perf: Some(PerfSpec {
-            qps: 1,
-            tx_depth: 128,
-            cq_mod: 100,
-            post_list: 16,
-            ..PerfSpec::one_at_a_time(Op::Write, vec![BW_SIZE], 0, Some(time))
-        }),
-    }
+fn bw_test(time: Duration) -> Test {
+    Test::Bw(PerfSpec {
+        qps: 1,
+        tx_depth: 128,
+        cq_mod: 100,
+        post_list: 16,
+        ..PerfSpec::one_at_a_time(Op::Write, vec![BW_SIZE], 0, Some(time))
+    })
 }
 
-fn lat_spec() -> TestSpec {
-    TestSpec {
-        test: "lat".into(),
-        transport: QpType::Rc,
-        size: LAT_SIZE,
-        iterations: LAT_ITERATIONS,
-        rx_depth: 0,
-        events: false,
-        mtu: None,
-        cm: false,
-        tclass: None,
-        sl: None,
-        perf: Some(PerfSpec {
-            inline: 236,
-            ..PerfSpec::one_at_a_time(Op::Write, vec![LAT_SIZE], LAT_ITERATIONS, None)
-        }),
-    }
+fn lat_test() -> Test {
+    Test::Lat(PerfSpec {
+        inline: 236,
+        ..PerfSpec::one_at_a_time(Op::Write, vec![LAT_SIZE], LAT_ITERATIONS, None)
+    })
 }
 
 /// What an active test is asked to show.
@@ -180,11 +158,13 @@ fn run_one(
         return Ok(v.check(expected, actual, false, None));
     }
     let timeout = STEP_TIMEOUT.min(left);
-    let spec = match m {
-        Measure::Bw(_) => bw_spec(BW_TIME.min(left / 3)),
-        Measure::Lat(_) => lat_spec(),
-    }
-    .with_priority(priority);
+    let spec = TestSpec {
+        link: LinkSpec::plain(QpType::Rc).with_priority(priority),
+        test: match m {
+            Measure::Bw(_) => bw_test(BW_TIME.min(left / 3)),
+            Measure::Lat(_) => lat_test(),
+        },
+    };
     let opts = SessionOptions {
         key,
         ..SessionOptions::in_process(choice, port, timeout)
@@ -201,7 +181,7 @@ fn run_one(
     }
     let report = match ran {
         Ok(TestReport::Perf(r)) => *r,
-        Ok(_) => bail!("a {} test gave no perf report", spec.test),
+        Ok(_) => bail!("a {} test gave no perf report", spec.test.name()),
         Err(e) => {
             stopped_by_signal()?;
             let why = if deadline.left().is_zero() {
@@ -383,8 +363,9 @@ mod tests {
 
     #[test]
     fn the_specs_pass_the_library_s_own_validation() {
-        for spec in [bw_spec(BW_TIME), lat_spec()] {
-            crate::session::perf::validate(&spec).unwrap();
+        for test in [bw_test(BW_TIME), lat_test()] {
+            let link = LinkSpec::plain(QpType::Rc);
+            crate::session::perf::validate(&TestSpec { link, test }).unwrap();
         }
     }
 }

@@ -16,7 +16,7 @@ pub use perf::{
 };
 pub use pingpong::PingpongArgs;
 
-use crate::connect::control::DEFAULT_PORT;
+use crate::connect::control::{DEFAULT_PORT, LinkSpec, QpType};
 use crate::units::{parse_duration, parse_msg_size, parse_mtu, parse_tclass};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::net::IpAddr;
@@ -212,6 +212,19 @@ pub struct PriorityArgs {
     /// gives it). Default 0.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(0..=15))]
     pub sl: Option<u8>,
+}
+
+impl ConnectArgs {
+    /// The link a test asks for over `transport`: `--mtu`, `--cm`, `--tclass`, `--sl`.
+    pub fn link(&self, transport: QpType) -> LinkSpec {
+        LinkSpec {
+            transport,
+            mtu: self.mtu,
+            cm: self.cm,
+            tclass: self.priority.tclass,
+            sl: self.priority.sl,
+        }
+    }
 }
 
 impl From<PriorityArgs> for crate::connect::control::Priority {

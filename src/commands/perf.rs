@@ -2,7 +2,7 @@
 
 use super::{counters_before, counters_since, refuse_on_server, session_options};
 use crate::cli::{BwArgs, ExpectSize, LatArgs, PerfCommon, XferArgs};
-use crate::connect::control::{PerfSpec, QpType, TestSpec};
+use crate::connect::control::{PerfKind, PerfSpec, QpType, Test, TestSpec};
 use crate::exit::{self, DataMismatch, UsageError};
 use crate::perf::Op;
 use crate::report::perf::PerfReport;
@@ -44,19 +44,10 @@ fn measured(c: &PerfCommon, default_size: u32, default_iterations: u64) -> PerfS
     }
 }
 
-fn spec(test: &str, c: &PerfCommon, opts: &SessionOptions, perf: PerfSpec) -> TestSpec {
+fn spec(kind: PerfKind, c: &PerfCommon, perf: PerfSpec) -> TestSpec {
     TestSpec {
-        test: test.into(),
-        transport: c.connection.transport.into(),
-        size: perf.sizes.iter().copied().max().unwrap_or(0),
-        iterations: perf.iterations.unwrap_or(0),
-        rx_depth: 0,
-        events: false,
-        mtu: opts.mtu,
-        cm: opts.cm,
-        tclass: opts.priority.tclass,
-        sl: opts.priority.sl,
-        perf: Some(perf),
+        link: c.connect.link(c.connection.transport.into()),
+        test: Test::perf_of(kind, perf),
     }
 }
 
@@ -70,12 +61,9 @@ fn run_roles(
     counters: bool,
 ) -> Result<Option<PerfReport>> {
     let before = counters_before(counters, opts, &role)?;
-    let rounds = spec.perf.as_ref().map_or(1, |p| p.sizes.len());
-    let duration = spec
-        .perf
-        .as_ref()
-        .and_then(|p| p.duration_ms)
-        .map(Duration::from_millis);
+    let perf = spec.test.perf().map(|(_, p)| p);
+    let rounds = perf.map_or(1, |p| p.sizes.len());
+    let duration = perf.and_then(|p| p.duration_ms).map(Duration::from_millis);
     let watched = Arc::new(Watched::default());
     let span = match duration {
         Some(per_round) => Span::Timed { per_round, rounds },
@@ -174,7 +162,7 @@ pub fn run_bw(args: &BwArgs) -> Result<u8> {
         bidirectional: args.bidirectional,
         ..measured(c, 65536, default_iters)
     };
-    let spec = spec("bw", c, &opts, perf);
+    let spec = spec(PerfKind::Bw, c, perf);
     let Some(report) = run_roles(&opts, role, &spec, c.output.json, c.counters)? else {
         return Ok(exit::OK);
     };
@@ -203,7 +191,7 @@ pub fn run_lat(args: &LatArgs) -> Result<u8> {
         timing: args.timing.into(),
         ..measured(c, 2, 1000)
     };
-    let spec = spec("lat", c, &opts, perf);
+    let spec = spec(PerfKind::Lat, c, perf);
     let Some(mut report) = run_roles(&opts, role, &spec, c.output.json, c.counters)? else {
         return Ok(exit::OK);
     };
@@ -221,17 +209,8 @@ pub fn run_lat(args: &LatArgs) -> Result<u8> {
 pub fn run_xfer(args: &XferArgs, op: Op) -> Result<u8> {
     let (opts, role) = session_options(&args.connect)?;
     let spec = TestSpec {
-        test: op.to_string(),
-        transport: QpType::Rc,
-        size: args.size,
-        iterations: args.iterations,
-        rx_depth: 0,
-        events: false,
-        mtu: opts.mtu,
-        cm: opts.cm,
-        tclass: opts.priority.tclass,
-        sl: opts.priority.sl,
-        perf: Some(PerfSpec::one_at_a_time(
+        link: args.connect.link(QpType::Rc),
+        test: Test::Verify(PerfSpec::one_at_a_time(
             op,
             vec![args.size],
             args.iterations,

@@ -3,7 +3,7 @@
 use super::{counters_before, counters_since, session_options};
 use crate::TestReport;
 use crate::cli::{Compat, PingpongArgs};
-use crate::connect::control::TestSpec;
+use crate::connect::control::{PingpongSpec, Test, TestSpec};
 use crate::exit;
 use crate::report::progress::{ProgressLine, Span, Watched};
 use crate::report::{self, Style};
@@ -14,17 +14,13 @@ pub fn run(args: &PingpongArgs) -> Result<u8> {
     let (mut opts, role) = session_options(&args.connect)?;
     opts.compat_ibv = args.compat == Some(Compat::Ibv);
     let spec = TestSpec {
-        test: "pingpong".into(),
-        transport: args.connection.transport.into(),
-        size: args.size,
-        iterations: args.iterations,
-        rx_depth: args.rx_depth,
-        events: args.events,
-        mtu: opts.mtu,
-        cm: opts.cm,
-        tclass: opts.priority.tclass,
-        sl: opts.priority.sl,
-        perf: None,
+        link: args.connect.link(args.connection.transport.into()),
+        test: Test::Pingpong(PingpongSpec {
+            size: args.size,
+            iterations: args.iterations,
+            rx_depth: args.rx_depth,
+            events: args.events,
+        }),
     };
     let before = counters_before(args.counters, &opts, &role)?;
     // A line on a terminal for a long client run (a server's round trips are the client's).

@@ -13,8 +13,9 @@ const STOP_CHECK: Duration = Duration::from_millis(200);
 /// The first bytes each side sends: they tell an rdmadiag peer from anything else.
 pub const MAGIC: &[u8; 8] = b"RDMADIAG";
 /// The control protocol's version; peers must speak the same one. 2: typed round and run
-/// summaries, diagnostic batches, endpoints exchanged after rdma_cm for ping-pong too.
-pub const PROTOCOL_VERSION: u32 = 2;
+/// summaries, diagnostic batches, endpoints exchanged after rdma_cm for ping-pong too. 3: the
+/// test request is typed (the link every test shares, then the test with its own parameters).
+pub const PROTOCOL_VERSION: u32 = 3;
 /// No control message is ever larger than this; a bigger length prefix is hostile or garbage.
 pub const MAX_FRAME: usize = 64 * 1024;
 /// Default TCP port, the same as perftest and ibv_rc_pingpong.
@@ -227,8 +228,8 @@ impl ControlChannel {
         if version != PROTOCOL_VERSION {
             bail!(
                 "control protocol version mismatch: this rdmadiag speaks version \
-                 {PROTOCOL_VERSION}, {} speaks version {version}; run the same rdmadiag \
-                 release on both hosts",
+                 {PROTOCOL_VERSION}, {} speaks version {version}, so neither could read the \
+                 other's test request or results; run the same rdmadiag release on both hosts",
                 self.peer
             );
         }
@@ -397,17 +398,13 @@ mod tests {
 
     fn spec() -> TestSpec {
         TestSpec {
-            test: "pingpong".into(),
-            transport: QpType::Rc,
-            size: 4096,
-            iterations: 1000,
-            rx_depth: 500,
-            events: false,
-            mtu: None,
-            cm: false,
-            tclass: None,
-            sl: None,
-            perf: None,
+            link: LinkSpec::plain(QpType::Rc),
+            test: Test::Pingpong(PingpongSpec {
+                size: 4096,
+                iterations: 1000,
+                rx_depth: 500,
+                events: false,
+            }),
         }
     }
 

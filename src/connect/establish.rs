@@ -104,7 +104,7 @@ fn accepted(ch: &mut ControlChannel, n: usize, what: &str) -> Result<Vec<Endpoin
 /// The client's side: request the test, then connect `plan.n` QPs to the server's.
 pub fn client(ch: &mut ControlChannel, plan: &Plan) -> Result<Connected> {
     let local_ip = ch.stream().local_addr()?.ip();
-    if plan.spec.cm {
+    if plan.spec.link.cm {
         return cm_client(ch, plan);
     }
     let local = choose_port(plan.choice, Some(local_ip))?;
@@ -116,7 +116,7 @@ pub fn client(ch: &mut ControlChannel, plan: &Plan) -> Result<Connected> {
     let remotes = accepted(ch, plan.n, "the server's answer to our request")?;
     for (tq, r) in qps.iter_mut().zip(&remotes) {
         if let Err(e) = tq
-            .connect(r, plan.spec.mtu, plan.spec.qos())
+            .connect(r, plan.spec.link.mtu, plan.spec.link.qos())
             .and_then(|_| plan.recipe.connected(tq))
         {
             return Err(ch.fail(e));
@@ -140,7 +140,7 @@ fn cm_client(ch: &mut ControlChannel, plan: &Plan) -> Result<Connected> {
     let dst = SocketAddr::new(cm_address(&listening[0], peer_ip), plan.cm_port);
     let (mut ids, mut qps) = (Vec::new(), Vec::new());
     for _ in 0..plan.n {
-        let id = CmId::resolve_with_tos(dst, None, plan.spec.tclass, plan.timeout)?;
+        let id = CmId::resolve_with_tos(dst, None, plan.spec.link.tclass, plan.timeout)?;
         let local = local_port_on(
             id.context()?,
             id.port(),
@@ -180,7 +180,7 @@ pub fn server(ch: &mut ControlChannel, plan: &Plan, client_eps: &[Endpoint]) -> 
         return Err(ch.refuse(format!("{} endpoints for {} QPs", client_eps.len(), plan.n)));
     }
     let local_ip = ch.stream().local_addr()?.ip();
-    if plan.spec.cm {
+    if plan.spec.link.cm {
         return cm_server(ch, plan);
     }
     let setup = (|| -> Result<Vec<TestQp>> {
@@ -189,7 +189,7 @@ pub fn server(ch: &mut ControlChannel, plan: &Plan, client_eps: &[Endpoint]) -> 
             .map(|_| plan.recipe.make(&local))
             .collect::<Result<Vec<_>>>()?;
         for (tq, r) in qps.iter_mut().zip(client_eps) {
-            tq.connect(r, plan.spec.mtu, plan.spec.qos())?;
+            tq.connect(r, plan.spec.link.mtu, plan.spec.link.qos())?;
             plan.recipe.connected(tq)?;
         }
         Ok(qps)
@@ -213,10 +213,10 @@ pub fn server(ch: &mut ControlChannel, plan: &Plan, client_eps: &[Endpoint]) -> 
 /// Server over rdma_cm: listen on the RDMA address, accept one connection per client QP, then
 /// exchange the real endpoints (the client's first).
 fn cm_server(ch: &mut ControlChannel, plan: &Plan) -> Result<Connected> {
-    if plan.spec.transport != QpType::Rc {
+    if plan.spec.link.transport != QpType::Rc {
         return Err(ch.refuse(format!(
             "rdma_cm connects RC queue pairs only (asked for {})",
-            plan.spec.transport
+            plan.spec.link.transport
         )));
     }
     let local_ip = ch.stream().local_addr()?.ip();

@@ -12,14 +12,16 @@ pub use crate::verbs::QpType;
 /// Everything the server needs to run a test: the client sends it, the server needs no flags.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TestSpec {
-    /// Which test: "pingpong" for now.
-    pub test: String,
+    /// How the QPs connect and what their packets carry: what every test shares.
+    pub link: LinkSpec,
+    /// Which test, with only the parameters that test has.
+    pub test: Test,
+}
+
+/// What every test shares: the transport, the path MTU, the connection method and the priority.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkSpec {
     pub transport: QpType,
-    pub size: u32,
-    pub iterations: u64,
-    pub rx_depth: u32,
-    /// Sleep on completion events instead of busy polling.
-    pub events: bool,
     /// Path MTU forced by the client, bytes.
     pub mtu: Option<u32>,
     /// Connect the QPs through rdma_cm.
@@ -30,12 +32,37 @@ pub struct TestSpec {
     /// InfiniBand service level (`--sl`); None: 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sl: Option<u8>,
-    /// The parameters of bw, lat, write and read tests.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub perf: Option<PerfSpec>,
 }
 
-impl TestSpec {
+impl LinkSpec {
+    /// `transport` at the port's MTU, through the TCP exchange, at the default priority.
+    pub fn plain(transport: QpType) -> LinkSpec {
+        LinkSpec {
+            transport,
+            mtu: None,
+            cm: false,
+            tclass: None,
+            sl: None,
+        }
+    }
+
+    /// This link with `p`'s traffic class and service level.
+    pub fn with_priority(self, p: Priority) -> LinkSpec {
+        LinkSpec {
+            tclass: p.tclass,
+            sl: p.sl,
+            ..self
+        }
+    }
+
+    /// The priority asked for, as the command line gave it.
+    pub fn priority(&self) -> Priority {
+        Priority {
+            tclass: self.tclass,
+            sl: self.sl,
+        }
+    }
+
     /// The traffic class the packets carry, as reported: None when rdma_cm chose (its default
     /// ToS, `--cm` without `--tclass`).
     pub fn reported_tclass(&self) -> Option<u8> {
@@ -54,11 +81,96 @@ impl TestSpec {
             sl: self.sl.unwrap_or(0),
         }
     }
+}
 
+/// Which test a request runs, carrying only that test's parameters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Test {
+    /// SEND/RECV round trips, as ibv_rc_pingpong.
+    Pingpong(PingpongSpec),
+    /// Bandwidth, as perftest's ib_*_bw.
+    Bw(PerfSpec),
+    /// Latency, as perftest's ib_*_lat.
+    Lat(PerfSpec),
+    /// The WRITE/READ data diagnostics (`rdmadiag write`, `rdmadiag read`): every byte checked.
+    Verify(PerfSpec),
+}
+
+/// Which measurement a bw/lat/write/read test makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PerfKind {
+    Bw,
+    Lat,
+    /// The WRITE/READ data diagnostics (`rdmadiag write`, `rdmadiag read`).
+    Verify,
+}
+
+impl PerfKind {
+    /// The test's name as the command line spells it.
+    pub fn test_name(self, op: Op) -> String {
+        match self {
+            PerfKind::Bw => "bw".into(),
+            PerfKind::Lat => "lat".into(),
+            PerfKind::Verify => op.to_string(),
+        }
+    }
+}
+
+impl Test {
+    /// The bw/lat/write/read test of `kind` with `perf`'s parameters.
+    pub fn perf_of(kind: PerfKind, perf: PerfSpec) -> Test {
+        match kind {
+            PerfKind::Bw => Test::Bw(perf),
+            PerfKind::Lat => Test::Lat(perf),
+            PerfKind::Verify => Test::Verify(perf),
+        }
+    }
+
+    /// A bw/lat/write/read test's kind and parameters; None for ping-pong.
+    pub fn perf(&self) -> Option<(PerfKind, &PerfSpec)> {
+        match self {
+            Test::Pingpong(_) => None,
+            Test::Bw(p) => Some((PerfKind::Bw, p)),
+            Test::Lat(p) => Some((PerfKind::Lat, p)),
+            Test::Verify(p) => Some((PerfKind::Verify, p)),
+        }
+    }
+
+    /// A bw/lat/write/read test's parameters, to change; None for ping-pong.
+    pub fn perf_mut(&mut self) -> Option<&mut PerfSpec> {
+        match self {
+            Test::Pingpong(_) => None,
+            Test::Bw(p) | Test::Lat(p) | Test::Verify(p) => Some(p),
+        }
+    }
+
+    /// The test's name as the command line spells it.
+    pub fn name(&self) -> String {
+        match self.perf() {
+            None => "pingpong".into(),
+            Some((kind, p)) => kind.test_name(p.op),
+        }
+    }
+}
+
+/// What a ping-pong test runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PingpongSpec {
+    pub size: u32,
+    pub iterations: u64,
+    pub rx_depth: u32,
+    /// Sleep on completion events instead of busy polling.
+    pub events: bool,
+}
+
+impl TestSpec {
     /// The one rule for which operation, transport and connection method go together, used by
     /// the command line (a usage error) and by a server (a refusal). The reason names the flag.
     pub fn check_combination(&self) -> Result<(), String> {
-        if self.cm && self.sl.is_some() {
+        let link = &self.link;
+        if link.cm && link.sl.is_some() {
             return Err(
                 "--sl needs the TCP exchange of endpoints: through rdma_cm (--cm) the \
                         service level comes from the path (the SA's on InfiniBand, the ToS's \
@@ -66,16 +178,16 @@ impl TestSpec {
                     .into(),
             );
         }
-        if self.cm && self.transport != QpType::Rc {
+        if link.cm && link.transport != QpType::Rc {
             return Err(format!(
                 "rdma_cm (--cm) connects RC queue pairs only, not {}: use -c RC",
-                self.transport
+                link.transport
             ));
         }
-        let Some(p) = &self.perf else {
+        let Some((kind, p)) = self.test.perf() else {
             return Ok(());
         };
-        if p.op != Op::Send && self.transport == QpType::Ud {
+        if p.op != Op::Send && link.transport == QpType::Ud {
             return Err(format!(
                 "RDMA {} (--op {}) needs a connected transport: use -c RC or -c UC (UD \
                  carries SEND only)",
@@ -83,10 +195,10 @@ impl TestSpec {
                 p.op
             ));
         }
-        if p.op == Op::Read && self.transport == QpType::Uc {
+        if p.op == Op::Read && link.transport == QpType::Uc {
             return Err("RDMA READ (--op read) needs -c RC (UC has no RDMA READ)".into());
         }
-        if matches!(self.test.as_str(), "write" | "read") && p.op == Op::Send {
+        if kind == PerfKind::Verify && p.op == Op::Send {
             return Err("the data diagnostics run RDMA WRITE or READ, not SEND".into());
         }
         Ok(())
@@ -98,17 +210,6 @@ impl TestSpec {
 pub struct Priority {
     pub tclass: Option<u8>,
     pub sl: Option<u8>,
-}
-
-impl TestSpec {
-    /// This spec with `p`'s traffic class and service level.
-    pub fn with_priority(self, p: Priority) -> TestSpec {
-        TestSpec {
-            tclass: p.tclass,
-            sl: p.sl,
-            ..self
-        }
-    }
 }
 
 /// What a bw/lat/write/read test runs (sent by the client; the server needs no flags).
@@ -386,5 +487,57 @@ impl Message {
             Message::TcpRound { .. } => "tcp round",
             Message::TcpReady { .. } => "tcp ready",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// On the wire the test names itself ("kind") and carries only its own parameters; a
+    /// request of a test this side does not know, or of a test missing its parameters, does
+    /// not parse (the peer is told, nothing runs).
+    #[test]
+    fn the_request_is_tagged_by_its_test_and_carries_only_that_test_s_fields() {
+        let pp = TestSpec {
+            link: LinkSpec::plain(QpType::Rc),
+            test: Test::Pingpong(PingpongSpec {
+                size: 4096,
+                iterations: 10,
+                rx_depth: 64,
+                events: false,
+            }),
+        };
+        let v = serde_json::to_value(&pp).unwrap();
+        assert_eq!(v["test"]["kind"], "pingpong");
+        assert!(v["test"].get("sizes").is_none() && v["test"].get("op").is_none());
+        assert_eq!(serde_json::from_value::<TestSpec>(v).unwrap(), pp);
+        let bw = TestSpec {
+            link: LinkSpec::plain(QpType::Uc),
+            test: Test::Bw(PerfSpec::one_at_a_time(Op::Write, vec![64], 5, None)),
+        };
+        let v = serde_json::to_value(&bw).unwrap();
+        assert_eq!(v["test"]["kind"], "bw");
+        assert!(v["test"].get("rx_depth").is_none());
+        assert_eq!(serde_json::from_value::<TestSpec>(v).unwrap(), bw);
+        let mut unknown = serde_json::to_value(&bw).unwrap();
+        unknown["test"]["kind"] = "atomic".into();
+        assert!(serde_json::from_value::<TestSpec>(unknown).is_err());
+        let mut bare = serde_json::to_value(&pp).unwrap();
+        bare["test"] = serde_json::json!({"kind": "lat"});
+        assert!(serde_json::from_value::<TestSpec>(bare).is_err());
+    }
+
+    #[test]
+    fn each_test_names_itself_as_the_command_line_does() {
+        let perf = |op| PerfSpec::one_at_a_time(op, vec![2], 1, None);
+        assert_eq!(Test::Bw(perf(Op::Send)).name(), "bw");
+        assert_eq!(Test::Lat(perf(Op::Write)).name(), "lat");
+        assert_eq!(Test::Verify(perf(Op::Read)).name(), "read");
+        assert_eq!(
+            Test::perf_of(PerfKind::Verify, perf(Op::Write)).name(),
+            "write"
+        );
+        assert!(Test::Bw(perf(Op::Send)).perf().is_some());
     }
 }

@@ -4,7 +4,7 @@
 
 use super::protocol::{MAX_REFUSED_PER_PAIR, PairSide, RefusedClient};
 use super::rank::{Identity, PairRunner, PairTest};
-use crate::connect::control::{PerfSpec, Priority, QpType, TestSpec};
+use crate::connect::control::{LinkSpec, PerfSpec, Priority, QpType, Test, TestSpec};
 use crate::connect::endpoint::PortChoice;
 use crate::counters::Before;
 use crate::perf::{Op, Unobserved};
@@ -60,45 +60,20 @@ impl PairSettings {
     }
 
     fn spec(&self, kind: PairTestKind) -> TestSpec {
-        let (test, perf) = match kind {
-            PairTestKind::Bw => (
-                "bw",
-                PerfSpec {
-                    tx_depth: 128,
-                    cq_mod: 100,
-                    ..PerfSpec::one_at_a_time(
-                        Op::Write,
-                        vec![self.bw_size],
-                        self.bw_iterations,
-                        None,
-                    )
-                },
-            ),
-            PairTestKind::Lat => (
-                "lat",
-                PerfSpec {
-                    inline: 236,
-                    ..PerfSpec::one_at_a_time(
-                        Op::Write,
-                        vec![self.lat_size],
-                        self.lat_iterations,
-                        None,
-                    )
-                },
-            ),
+        let test = match kind {
+            PairTestKind::Bw => Test::Bw(PerfSpec {
+                tx_depth: 128,
+                cq_mod: 100,
+                ..PerfSpec::one_at_a_time(Op::Write, vec![self.bw_size], self.bw_iterations, None)
+            }),
+            PairTestKind::Lat => Test::Lat(PerfSpec {
+                inline: 236,
+                ..PerfSpec::one_at_a_time(Op::Write, vec![self.lat_size], self.lat_iterations, None)
+            }),
         };
         TestSpec {
-            test: test.into(),
-            transport: QpType::Rc,
-            size: perf.sizes[0],
-            iterations: perf.iterations.unwrap_or(0),
-            rx_depth: 0,
-            events: false,
-            mtu: None,
-            cm: false,
-            tclass: self.priority.tclass,
-            sl: self.priority.sl,
-            perf: Some(perf),
+            link: LinkSpec::plain(QpType::Rc).with_priority(self.priority),
+            test,
         }
     }
 }

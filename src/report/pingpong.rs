@@ -1,7 +1,7 @@
 //! The result of a ping-pong run, and how it reads.
 
 use super::{Style, endpoint_text, finish};
-use crate::connect::control::{PingpongSummary, QpType, TestSpec};
+use crate::connect::control::{LinkSpec, PingpongSpec, PingpongSummary, QpType};
 use crate::connect::endpoint::Endpoint;
 use crate::counters::CounterDeltas;
 use crate::stats::LatencyStats;
@@ -50,10 +50,11 @@ pub struct PingpongReport {
 }
 
 impl PingpongReport {
-    /// The report of a run of `spec` between `local` (the client) and `remote`, from the
+    /// The report of a ping-pong `p` over `link` between `local` (the client) and `remote`, from the
     /// client's measurement: built the same way on both ends, so both print the same document.
     pub fn new(
-        spec: &TestSpec,
+        link: &LinkSpec,
+        p: &PingpongSpec,
         path_mtu: u32,
         local: Endpoint,
         remote: Endpoint,
@@ -63,23 +64,23 @@ impl PingpongReport {
         let secs = m.elapsed_s.max(1e-9);
         PingpongReport {
             test: "pingpong".into(),
-            transport: spec.transport,
-            size: spec.size,
+            transport: link.transport,
+            size: p.size,
             iterations: m.round_trips,
-            requested_iterations: spec.iterations,
-            rx_depth: spec.rx_depth,
-            events: spec.events,
+            requested_iterations: p.iterations,
+            rx_depth: p.rx_depth,
+            events: p.events,
             compat: compat.map(String::from),
             path_mtu,
-            tclass: spec.reported_tclass(),
-            sl: spec.reported_sl(),
+            tclass: link.reported_tclass(),
+            sl: link.reported_sl(),
             local,
             remote,
             elapsed_s: secs,
             round_trips_per_sec: m.round_trips as f64 / secs,
             usec_per_iter: secs * 1e6 / m.round_trips.max(1) as f64,
             signaling: "every send, each side waits for it every round trip".into(),
-            bandwidth_mbps: (spec.size as f64 * 2.0 * m.round_trips as f64 * 8.0) / secs / 1e6,
+            bandwidth_mbps: (p.size as f64 * 2.0 * m.round_trips as f64 * 8.0) / secs / 1e6,
             latency: m.latency,
             counter_deltas: None,
         }

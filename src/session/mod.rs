@@ -7,7 +7,7 @@ pub mod pingpong;
 mod sink;
 
 use crate::connect::admission::{Admit, admit};
-use crate::connect::control::{ControlChannel, Message, Priority};
+use crate::connect::control::{ControlChannel, Message, Test};
 use crate::connect::endpoint::PortChoice;
 use crate::connect::key::{TestKey, Unauthenticated, is_unauthenticated};
 pub use crate::perf::{Observer, Unobserved};
@@ -34,10 +34,6 @@ pub struct SessionOptions {
     /// How long a one-shot server waits for its client.
     pub wait: Duration,
     pub choice: PortChoice,
-    pub mtu: Option<u32>,
-    /// RoCE GRH traffic class and InfiniBand service level of the test's packets.
-    pub priority: Priority,
-    pub cm: bool,
     pub compat_ibv: bool,
     /// Where status lines go.
     pub status: StatusSink,
@@ -64,9 +60,6 @@ impl SessionOptions {
             timeout,
             wait: timeout,
             choice,
-            mtu: None,
-            priority: Priority::default(),
-            cm: false,
             compat_ibv: false,
             status: StatusSink::default(),
             client_log: StatusSink::default(),
@@ -99,9 +92,9 @@ impl Default for ServerLimits {
 impl ServerLimits {
     /// Check a request against the limits; the reason goes back to the client.
     pub fn check(&self, spec: &crate::connect::control::TestSpec) -> Result<(), String> {
-        let (sizes, qps): (Vec<u32>, u32) = match &spec.perf {
-            Some(p) => (p.sizes.clone(), p.qps),
-            None => (vec![spec.size], 1),
+        let (sizes, qps): (Vec<u32>, u32) = match &spec.test {
+            Test::Pingpong(p) => (vec![p.size], 1),
+            Test::Bw(p) | Test::Lat(p) | Test::Verify(p) => (p.sizes.clone(), p.qps),
         };
         let biggest = sizes.iter().copied().max().unwrap_or(0);
         if biggest > self.max_size {
@@ -292,11 +285,14 @@ fn dispatch(mut ch: ControlChannel, msg: Message, opts: &SessionOptions) -> Resu
     let Some(endpoint) = endpoint else {
         return Ok(Served::Perf(perf::serve(&mut ch, opts, &spec, &endpoints)?));
     };
-    match spec.test.as_str() {
-        "pingpong" => Ok(Served::Pingpong(Box::new(pingpong::serve(
+    match spec.test {
+        Test::Pingpong(_) => Ok(Served::Pingpong(Box::new(pingpong::serve(
             &mut ch, opts, &spec, &endpoint,
         )?))),
-        other => Err(ch.refuse(format!("this server does not know the test '{other}'"))),
+        _ => Err(ch.refuse(format!(
+            "a {} test's request carries no endpoints list",
+            spec.test.name()
+        ))),
     }
 }
 

@@ -3,7 +3,9 @@
 use super::phase::{self, QP_SETUP, RESULT_EXCHANGE, TRANSFER};
 use super::{Observer, STOP, SessionOptions, dial, status};
 use crate::connect::compat_ibv::{self, IbvDest};
-use crate::connect::control::{ControlChannel, Message, PingpongSummary, QpType, TestSpec};
+use crate::connect::control::{
+    ControlChannel, LinkSpec, Message, PingpongSpec, PingpongSummary, QpType, Test, TestSpec,
+};
 use crate::connect::endpoint::{Endpoint, LocalPort, choose_port};
 use crate::connect::establish::{self, Plan, QpRecipe, Wire};
 use crate::connect::test_qp::{QpShape, TestQp};
@@ -20,43 +22,69 @@ pub const MAX_SIZE: u32 = 1 << 30;
 /// Most receives a run may keep posted.
 pub const MAX_RX_DEPTH: u32 = 1 << 16;
 
-/// Check a spec against this side's limits; the reason is told to the client.
-pub fn validate(spec: &TestSpec) -> Result<(), String> {
-    if spec.size == 0 || spec.size > MAX_SIZE {
-        return Err(format!("size {} is outside 1..={MAX_SIZE}", spec.size));
+/// Check a spec against this side's limits and return its ping-pong parameters; the reason is
+/// told to the client.
+pub fn validate(spec: &TestSpec) -> Result<PingpongSpec, String> {
+    let Test::Pingpong(p) = spec.test else {
+        return Err(format!("a {} test is not a ping-pong", spec.test.name()));
+    };
+    if p.size == 0 || p.size > MAX_SIZE {
+        return Err(format!("size {} is outside 1..={MAX_SIZE}", p.size));
     }
-    if spec.iterations == 0 {
+    if p.iterations == 0 {
         return Err("iterations must be at least 1".into());
     }
-    if spec.rx_depth == 0 || spec.rx_depth > MAX_RX_DEPTH {
+    if p.rx_depth == 0 || p.rx_depth > MAX_RX_DEPTH {
         return Err(format!(
             "rx depth {} is outside 1..={MAX_RX_DEPTH}",
-            spec.rx_depth
+            p.rx_depth
         ));
     }
-    Ok(())
+    Ok(p)
 }
 
-fn shape(spec: &TestSpec) -> QpShape {
+/// A checked ping-pong request: the whole spec (sent as it is) and its ping-pong parameters.
+#[derive(Clone, Copy)]
+struct Run<'a> {
+    spec: &'a TestSpec,
+    pp: PingpongSpec,
+}
+
+impl<'a> Run<'a> {
+    fn of(spec: &'a TestSpec) -> Result<Run<'a>, String> {
+        Ok(Run {
+            spec,
+            pp: validate(spec)?,
+        })
+    }
+
+    fn link(&self) -> &LinkSpec {
+        &self.spec.link
+    }
+}
+
+fn shape(r: Run) -> QpShape {
+    let (transport, p) = (r.link().transport, r.pp);
     QpShape {
-        transport: spec.transport,
+        transport,
         send_depth: 64,
-        recv_depth: spec.rx_depth,
-        buffer_len: pingpong::buffer_len(spec.transport, spec.size as usize, spec.rx_depth),
-        max_inline: if spec.size <= 64 { 64 } else { 0 },
+        recv_depth: p.rx_depth,
+        buffer_len: pingpong::buffer_len(transport, p.size as usize, p.rx_depth),
+        max_inline: if p.size <= 64 { 64 } else { 0 },
         access: Access::LOCAL_WRITE,
-        events: spec.events,
+        events: p.events,
         rd_atomic: 1,
     }
 }
 
-fn params(spec: &TestSpec, opts: &SessionOptions, peer: &str) -> PingpongParams {
+fn params(r: Run, opts: &SessionOptions, peer: &str) -> PingpongParams {
+    let p = r.pp;
     PingpongParams {
-        size: spec.size as usize,
-        recv_size: spec.size as usize,
-        iterations: spec.iterations,
-        rx_depth: spec.rx_depth,
-        events: spec.events,
+        size: p.size as usize,
+        recv_size: p.size as usize,
+        iterations: p.iterations,
+        rx_depth: p.rx_depth,
+        events: p.events,
         duration: None,
         mark_last: !opts.compat_ibv,
         inline_max: 64,
@@ -67,12 +95,12 @@ fn params(spec: &TestSpec, opts: &SessionOptions, peer: &str) -> PingpongParams 
     }
 }
 
-fn check_ud_size(tq: &TestQp, spec: &TestSpec) -> Result<()> {
+fn check_ud_size(tq: &TestQp, r: Run) -> Result<()> {
     let mtu = tq.path_mtu.map_or(0, |m| m.bytes());
-    if spec.transport == QpType::Ud && spec.size > mtu {
+    if r.link().transport == QpType::Ud && r.pp.size > mtu {
         return Err(UsageError(format!(
             "UD messages must fit in one MTU: -s {} is larger than the path MTU {mtu}",
-            spec.size
+            r.pp.size
         ))
         .into());
     }
@@ -80,12 +108,16 @@ fn check_ud_size(tq: &TestQp, spec: &TestSpec) -> Result<()> {
 }
 
 /// UD messages must fit one MTU: refuse early what the local port alone rules out.
-fn precheck_ud_size(local: &LocalPort, spec: &TestSpec) -> Result<()> {
-    let limit = spec.mtu.unwrap_or(u32::MAX).min(local.active_mtu().bytes());
-    if spec.transport == QpType::Ud && spec.size > limit {
+fn precheck_ud_size(local: &LocalPort, r: Run) -> Result<()> {
+    let limit = r
+        .link()
+        .mtu
+        .unwrap_or(u32::MAX)
+        .min(local.active_mtu().bytes());
+    if r.link().transport == QpType::Ud && r.pp.size > limit {
         return Err(UsageError(format!(
             "UD messages must fit in one MTU: -s {} is larger than {limit}",
-            spec.size
+            r.pp.size
         ))
         .into());
     }
@@ -113,7 +145,7 @@ fn describe(opts: &SessionOptions, who: &str, e: &Endpoint) {
 
 /// The report from this side's outcome (`local` is the client).
 fn report(
-    spec: &TestSpec,
+    r: Run,
     tq: &TestQp,
     local: Endpoint,
     remote: Endpoint,
@@ -121,7 +153,8 @@ fn report(
     compat: Option<&'static str>,
 ) -> PingpongReport {
     PingpongReport::new(
-        spec,
+        r.link(),
+        &r.pp,
         tq.path_mtu.map_or(0, |m| m.bytes()),
         local,
         remote,
@@ -140,20 +173,20 @@ fn summary(outcome: &pingpong::PingpongOutcome) -> PingpongSummary {
 
 /// How each side makes its ping-pong QP: shape, receives posted, UD size checked.
 struct PingpongQp<'a> {
-    spec: &'a TestSpec,
+    run: Run<'a>,
     params: &'a PingpongParams,
 }
 
 impl QpRecipe for PingpongQp<'_> {
     fn make(&self, local: &LocalPort) -> Result<TestQp> {
-        precheck_ud_size(local, self.spec)?;
-        let tq = TestQp::new(local.clone(), shape(self.spec))?;
+        precheck_ud_size(local, self.run)?;
+        let tq = TestQp::new(local.clone(), shape(self.run))?;
         pingpong::post_receives(&tq, self.params)?;
         Ok(tq)
     }
 
     fn connected(&self, tq: &TestQp) -> Result<()> {
-        check_ud_size(tq, self.spec)
+        check_ud_size(tq, self.run)
     }
 }
 
@@ -178,16 +211,17 @@ pub fn client(
 ) -> Result<PingpongReport> {
     let fallback = Progress::default();
     let progress = observer.progress().unwrap_or(&fallback);
+    let run = Run::of(spec).map_err(UsageError)?;
     if opts.compat_ibv {
-        return compat_client(opts, spec, progress);
+        return compat_client(opts, run, progress);
     }
     let stream = dial(opts)?;
     let mut ch = ControlChannel::new(stream, opts.timeout)?;
     let peer = ch.peer().to_string();
     phase::enter(phase::HANDSHAKE, Some(&peer));
     ch.greet_as_client(opts.key.as_ref())?;
-    let p = params(spec, opts, &peer);
-    let recipe = PingpongQp { spec, params: &p };
+    let p = params(run, opts, &peer);
+    let recipe = PingpongQp { run, params: &p };
     // Owns the QP and its rdma_cm id, and drops them in that order.
     phase::enter(QP_SETUP, None);
     let conn = establish::client(&mut ch, &plan(spec, opts, &recipe))?;
@@ -198,7 +232,7 @@ pub fn client(
         opts,
         &format!(
             "running {} round trips of {} bytes with {peer}",
-            spec.iterations, spec.size
+            run.pp.iterations, run.pp.size
         ),
     );
     phase::enter(TRANSFER, None);
@@ -214,7 +248,7 @@ pub fn client(
         Err(e) => return Err(ch.fail(e)),
     };
     phase::enter(RESULT_EXCHANGE, None);
-    let r = report(spec, tq, tq.endpoint(), remote, &outcome, None);
+    let r = report(run, tq, tq.endpoint(), remote, &outcome, None);
     ch.send(&Message::Finished {
         summary: Some(summary(&outcome)),
     })?;
@@ -233,11 +267,12 @@ pub fn serve(
     client_ep: &Endpoint,
 ) -> Result<PingpongReport> {
     let peer = ch.peer().to_string();
-    if let Err(reason) = validate(spec).and_then(|_| spec.check_combination()) {
-        return Err(ch.refuse(reason));
-    }
-    let p = params(spec, opts, &peer);
-    let recipe = PingpongQp { spec, params: &p };
+    let run = match spec.check_combination().and_then(|_| Run::of(spec)) {
+        Ok(run) => run,
+        Err(reason) => return Err(ch.refuse(reason)),
+    };
+    let p = params(run, opts, &peer);
+    let recipe = PingpongQp { run, params: &p };
     phase::enter(QP_SETUP, None);
     let conn = establish::server(
         ch,
@@ -270,7 +305,8 @@ pub fn serve(
     ch.send(&Message::Finished { summary: None })?;
     let path_mtu = tq.path_mtu.map_or(0, |m| m.bytes());
     Ok(PingpongReport::new(
-        spec,
+        &spec.link,
+        &run.pp,
         path_mtu,
         client,
         tq.endpoint(),
@@ -311,30 +347,26 @@ fn ibv_remote(d: &IbvDest, local: &LocalPort) -> Endpoint {
 /// rdma-core's MTU when neither side says (ibv_rc_pingpong's -m default).
 const IBV_DEFAULT_MTU: u32 = 1024;
 
-fn compat_client(
-    opts: &SessionOptions,
-    spec: &TestSpec,
-    progress: &Progress,
-) -> Result<PingpongReport> {
+fn compat_client(opts: &SessionOptions, run: Run, progress: &Progress) -> Result<PingpongReport> {
     let stream = dial(opts)?;
     let local_ip = stream.local_addr()?.ip();
     let mut ch = ControlChannel::new(stream, opts.timeout)?;
     let peer = ch.peer().to_string();
     phase::enter(QP_SETUP, Some(&peer));
     let local = choose_port(&opts.choice, Some(local_ip))?;
-    precheck_ud_size(&local, spec)?;
-    let mut tq = TestQp::new(local, shape(spec))?;
-    let p = params(spec, opts, &peer);
+    precheck_ud_size(&local, run)?;
+    let mut tq = TestQp::new(local, shape(run))?;
+    let p = params(run, opts, &peer);
     pingpong::post_receives(&tq, &p)?;
     let theirs = compat_ibv::client_exchange(&mut ch, &ibv_dest(&tq))?;
     let remote = ibv_remote(&theirs, &tq.local);
     describe(opts, "local", &tq.endpoint());
     tq.connect(
         &remote,
-        Some(spec.mtu.unwrap_or(IBV_DEFAULT_MTU)),
-        spec.qos(),
+        Some(run.link().mtu.unwrap_or(IBV_DEFAULT_MTU)),
+        run.link().qos(),
     )?;
-    check_ud_size(&tq, spec)?;
+    check_ud_size(&tq, run)?;
     phase::enter(TRANSFER, None);
     let outcome = pingpong::run(
         &tq,
@@ -345,7 +377,7 @@ fn compat_client(
         &STOP,
     )?;
     Ok(report(
-        spec,
+        run,
         &tq,
         tq.endpoint(),
         remote,
@@ -365,17 +397,18 @@ pub fn compat_serve(
     let peer = ch.peer().to_string();
     phase::enter(QP_SETUP, Some(&peer));
     let local = choose_port(&opts.choice, Some(local_ip))?;
-    let mut tq = TestQp::new(local, shape(spec))?;
-    let p = params(spec, opts, &peer);
+    let run = Run::of(spec).map_err(UsageError)?;
+    let mut tq = TestQp::new(local, shape(run))?;
+    let p = params(run, opts, &peer);
     pingpong::post_receives(&tq, &p)?;
     let theirs = compat_ibv::server_read(&mut ch)?;
     let remote = ibv_remote(&theirs, &tq.local);
     tq.connect(
         &remote,
-        Some(spec.mtu.unwrap_or(IBV_DEFAULT_MTU)),
-        spec.qos(),
+        Some(run.link().mtu.unwrap_or(IBV_DEFAULT_MTU)),
+        run.link().qos(),
     )?;
-    check_ud_size(&tq, spec)?;
+    check_ud_size(&tq, run)?;
     describe(opts, "local", &tq.endpoint());
     compat_ibv::server_finish(&mut ch, &ibv_dest(&tq))?;
     phase::enter(TRANSFER, None);
@@ -389,7 +422,7 @@ pub fn compat_serve(
     )
     .map_err(|e| anyhow!("{e:#} (ibv_rc_pingpong client {peer})"))?;
     Ok(report(
-        spec,
+        run,
         &tq,
         tq.endpoint(),
         remote,

@@ -2,7 +2,9 @@
 //! `check` and `fabric` build on). No child process, no JSON parsing.
 
 use crate::require_rxe0;
-use rdmadiag::connect::control::{Op, PerfSpec, QpType, TestSpec};
+use rdmadiag::connect::control::{
+    LinkSpec, Op, PerfKind, PerfSpec, PingpongSpec, QpType, Test, TestSpec,
+};
 use rdmadiag::connect::endpoint::PortChoice;
 use rdmadiag::perf::{Observer, Progress, Unobserved};
 use rdmadiag::session::{Served, SessionOptions};
@@ -22,25 +24,19 @@ fn opts(port: u16) -> SessionOptions {
     }
 }
 
-fn perf(test: &str, op: Op, sizes: Vec<u32>, n: u64) -> TestSpec {
+fn perf(kind: PerfKind, op: Op, sizes: Vec<u32>, n: u64) -> TestSpec {
     TestSpec {
-        test: test.into(),
-        transport: QpType::Rc,
-        size: *sizes.iter().max().unwrap(),
-        iterations: n,
-        rx_depth: 0,
-        events: false,
-        mtu: None,
-        cm: false,
-        tclass: None,
-        sl: None,
-        perf: Some(PerfSpec {
-            qps: 1,
-            tx_depth: 128,
-            cq_mod: 100,
-            post_list: 16,
-            ..PerfSpec::one_at_a_time(op, sizes, n, None)
-        }),
+        link: LinkSpec::plain(QpType::Rc),
+        test: Test::perf_of(
+            kind,
+            PerfSpec {
+                qps: 1,
+                tx_depth: 128,
+                cq_mod: 100,
+                post_list: 16,
+                ..PerfSpec::one_at_a_time(op, sizes, n, None)
+            },
+        ),
     }
 }
 
@@ -65,7 +61,7 @@ impl Observer for Counting {
 fn one_call_gives_a_typed_bandwidth_report() {
     require_rxe0();
     let watch = Counting::default();
-    let spec = perf("bw", Op::Write, vec![4096, 65536], 50);
+    let spec = perf(PerfKind::Bw, Op::Write, vec![4096, 65536], 50);
     let r = match rdmadiag::run(&spec, &opts(0), Role::Loopback, &watch).expect("bw loopback") {
         TestReport::Perf(r) => r,
         other => panic!("expected a perf report, got {other:?}"),
@@ -94,14 +90,14 @@ fn server_and_client_in_one_process() {
     let port = 18960;
     let server = std::thread::spawn(move || {
         rdmadiag::run(
-            &perf("write", Op::Write, vec![8192], 20),
+            &perf(PerfKind::Verify, Op::Write, vec![8192], 20),
             &opts(port),
             Role::Server,
             &Unobserved,
         )
     });
     // The server's spec is ignored: it runs what the client asks for.
-    let spec = perf("write", Op::Write, vec![8192], 20);
+    let spec = perf(PerfKind::Verify, Op::Write, vec![8192], 20);
     let mut client = None;
     for _ in 0..100 {
         match rdmadiag::run(
@@ -141,17 +137,13 @@ fn server_and_client_in_one_process() {
 fn pingpong_and_latency_in_process() {
     require_rxe0();
     let pp = TestSpec {
-        test: "pingpong".into(),
-        transport: QpType::Rc,
-        size: 4096,
-        iterations: 100,
-        rx_depth: 500,
-        events: false,
-        mtu: None,
-        cm: false,
-        tclass: None,
-        sl: None,
-        perf: None,
+        link: LinkSpec::plain(QpType::Rc),
+        test: Test::Pingpong(PingpongSpec {
+            size: 4096,
+            iterations: 100,
+            rx_depth: 500,
+            events: false,
+        }),
     };
     match rdmadiag::run(&pp, &opts(0), Role::Loopback, &Unobserved).expect("pingpong") {
         TestReport::Pingpong(r) => {
@@ -160,7 +152,7 @@ fn pingpong_and_latency_in_process() {
         }
         other => panic!("expected a ping-pong report, got {other:?}"),
     }
-    let spec = perf("lat", Op::Send, vec![2], 100);
+    let spec = perf(PerfKind::Lat, Op::Send, vec![2], 100);
     match rdmadiag::run(&spec, &opts(0), Role::Loopback, &Unobserved).expect("lat") {
         TestReport::Perf(r) => {
             assert_eq!(r.lat[0].iterations, 100);

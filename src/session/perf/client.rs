@@ -47,7 +47,7 @@ pub fn client(
     let mut report = PerfReport {
         test: kind.test_name(p.op),
         op: p.op,
-        transport: spec.transport,
+        transport: spec.link.transport,
         qps: qps.len() as u32,
         tx_depth: p.tx_depth,
         cq_mod: p.cq_mod,
@@ -72,8 +72,8 @@ pub fn client(
                     .unwrap_or(0),
             )
         },
-        tclass: spec.reported_tclass(),
-        sl: spec.reported_sl(),
+        tclass: spec.link.reported_tclass(),
+        sl: spec.link.reported_sl(),
         bidirectional: p.bidirectional,
         duration_s: p.duration_ms.map(|d| d as f64 / 1000.0),
         latency_measure: match (kind, p.op) {

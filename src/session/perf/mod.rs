@@ -10,8 +10,7 @@ mod vs_tcp;
 pub use client::client;
 pub use server::{PerfServed, serve};
 
-use crate::connect::control::{Op, PerfSpec, TestSpec};
-use serde::{Deserialize, Serialize};
+use crate::connect::control::{PerfSpec, TestSpec};
 
 /// Largest message a test may use (perftest's sweep tops out at 8 MiB; this leaves room).
 pub const MAX_SIZE: u32 = 1 << 30;
@@ -29,41 +28,20 @@ pub fn verify_slots(size: u32, iterations: u64) -> u64 {
 }
 
 /// Which measurement a test makes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Kind {
-    Bw,
-    Lat,
-    /// The WRITE/READ data diagnostics (`rdmadiag write`, `rdmadiag read`).
-    Verify,
-}
-
-impl Kind {
-    pub fn test_name(self, op: Op) -> String {
-        match self {
-            Kind::Bw => "bw".into(),
-            Kind::Lat => "lat".into(),
-            Kind::Verify => op.to_string(),
-        }
-    }
-    fn from_test(name: &str) -> Option<Kind> {
-        match name {
-            "bw" => Some(Kind::Bw),
-            "lat" => Some(Kind::Lat),
-            "write" | "read" => Some(Kind::Verify),
-            _ => None,
-        }
-    }
-}
+pub use crate::connect::control::PerfKind as Kind;
 
 /// Check a spec against this side's limits; the reason is told to the client.
 pub fn validate(spec: &TestSpec) -> Result<(Kind, PerfSpec), String> {
-    let kind =
-        Kind::from_test(&spec.test).ok_or_else(|| format!("unknown test '{}'", spec.test))?;
-    let p = spec
-        .perf
-        .clone()
-        .ok_or_else(|| "the request carries no test parameters".to_string())?;
+    let (kind, p) = spec
+        .test
+        .perf()
+        .map(|(kind, p)| (kind, p.clone()))
+        .ok_or_else(|| {
+            format!(
+                "a {} test is not a bw/lat/write/read test",
+                spec.test.name()
+            )
+        })?;
     spec.check_combination()?;
     if p.sizes.is_empty() {
         return Err("no message size given".into());
@@ -106,80 +84,88 @@ fn gbps(bytes_per_sec: f64) -> f64 {
 mod tests {
     use super::qps::shape;
     use super::*;
-    use crate::connect::control::{LatTiming, QpType};
+    use crate::connect::control::Op;
+    use crate::connect::control::{LatTiming, LinkSpec, PingpongSpec, QpType, Test};
     use crate::verbs::Access;
 
-    fn spec(test: &str, op: Op, transport: QpType) -> TestSpec {
+    fn spec(kind: Kind, op: Op, transport: QpType) -> TestSpec {
         TestSpec {
-            test: test.into(),
-            transport,
-            size: 0,
-            iterations: 0,
-            rx_depth: 0,
-            events: false,
-            mtu: None,
-            cm: false,
-            tclass: None,
-            sl: None,
-            perf: Some(PerfSpec {
-                op,
-                sizes: vec![65536],
-                iterations: Some(1000),
-                duration_ms: None,
-                qps: 1,
-                tx_depth: 128,
-                cq_mod: 100,
-                cq_mod_explicit: false,
-                post_list: 16,
-                outstanding: None,
-                timing: LatTiming::Perftest,
-                inline: 0,
-                inline_explicit: false,
-                bidirectional: false,
-                vs_tcp: false,
-            }),
+            link: LinkSpec::plain(transport),
+            test: Test::perf_of(
+                kind,
+                PerfSpec {
+                    op,
+                    sizes: vec![65536],
+                    iterations: Some(1000),
+                    duration_ms: None,
+                    qps: 1,
+                    tx_depth: 128,
+                    cq_mod: 100,
+                    cq_mod_explicit: false,
+                    post_list: 16,
+                    outstanding: None,
+                    timing: LatTiming::Perftest,
+                    inline: 0,
+                    inline_explicit: false,
+                    bidirectional: false,
+                    vs_tcp: false,
+                },
+            ),
         }
+    }
+
+    fn perf(s: &mut TestSpec) -> &mut PerfSpec {
+        s.test.perf_mut().unwrap()
     }
 
     #[test]
     fn invalid_combinations_are_refused() {
-        assert!(validate(&spec("bw", Op::Write, QpType::Rc)).is_ok());
-        assert!(validate(&spec("bw", Op::Send, QpType::Ud)).is_ok());
-        let e = validate(&spec("bw", Op::Read, QpType::Ud)).unwrap_err();
+        assert!(validate(&spec(Kind::Bw, Op::Write, QpType::Rc)).is_ok());
+        assert!(validate(&spec(Kind::Bw, Op::Send, QpType::Ud)).is_ok());
+        let e = validate(&spec(Kind::Bw, Op::Read, QpType::Ud)).unwrap_err();
         assert!(e.contains("UD"), "{e}");
-        assert!(validate(&spec("lat", Op::Read, QpType::Uc)).is_err());
-        assert!(validate(&spec("write", Op::Send, QpType::Rc)).is_err());
-        assert!(validate(&spec("nope", Op::Send, QpType::Rc)).is_err());
-        let mut s = spec("bw", Op::Write, QpType::Uc);
-        s.cm = true;
+        assert!(validate(&spec(Kind::Lat, Op::Read, QpType::Uc)).is_err());
+        assert!(validate(&spec(Kind::Verify, Op::Send, QpType::Rc)).is_err());
+        let pingpong = TestSpec {
+            link: LinkSpec::plain(QpType::Rc),
+            test: Test::Pingpong(PingpongSpec {
+                size: 1,
+                iterations: 1,
+                rx_depth: 1,
+                events: false,
+            }),
+        };
+        assert!(validate(&pingpong).is_err());
+        let mut s = spec(Kind::Bw, Op::Write, QpType::Uc);
+        s.link.cm = true;
         assert!(validate(&s).unwrap_err().contains("RC"));
-        let mut s = spec("bw", Op::Write, QpType::Rc);
-        s.perf.as_mut().unwrap().sizes = vec![0];
+        let mut s = spec(Kind::Bw, Op::Write, QpType::Rc);
+        perf(&mut s).sizes = vec![0];
         assert!(validate(&s).is_err());
-        s.perf.as_mut().unwrap().sizes = vec![MAX_SIZE + 1];
+        perf(&mut s).sizes = vec![MAX_SIZE + 1];
         assert!(validate(&s).is_err());
-        let mut s = spec("bw", Op::Write, QpType::Rc);
-        s.perf.as_mut().unwrap().qps = 1_000_000;
+        let mut s = spec(Kind::Bw, Op::Write, QpType::Rc);
+        perf(&mut s).qps = 1_000_000;
         assert!(validate(&s).unwrap_err().contains("QPs"));
-        let mut s = spec("bw", Op::Write, QpType::Rc);
-        s.perf.as_mut().unwrap().iterations = None;
+        let mut s = spec(Kind::Bw, Op::Write, QpType::Rc);
+        perf(&mut s).iterations = None;
         assert!(validate(&s).is_err(), "neither iterations nor duration");
     }
 
     #[test]
     fn least_privilege_access() {
-        let s = spec("bw", Op::Write, QpType::Rc);
-        let p = s.perf.clone().unwrap();
+        let s = spec(Kind::Bw, Op::Write, QpType::Rc);
+        let p = s.test.perf().unwrap().1.clone();
         let server = shape(&s, Kind::Bw, &p, true, 256).access;
         let client = shape(&s, Kind::Bw, &p, false, 256).access;
         assert!(server.contains(Access::REMOTE_WRITE) && !server.contains(Access::REMOTE_READ));
         assert!(!client.contains(Access::REMOTE_WRITE) && !client.contains(Access::REMOTE_READ));
-        let s = spec("bw", Op::Read, QpType::Rc);
-        let p = s.perf.clone().unwrap();
+        let s = spec(Kind::Bw, Op::Read, QpType::Rc);
+        let p = s.test.perf().unwrap().1.clone();
         let server = shape(&s, Kind::Bw, &p, true, 256).access;
         assert!(server.contains(Access::REMOTE_READ) && !server.contains(Access::REMOTE_WRITE));
-        let s = spec("bw", Op::Send, QpType::Rc);
-        let p = s.perf.clone().unwrap();
+        let s = spec(Kind::Bw, Op::Send, QpType::Rc);
+        let p = s.test.perf().unwrap().1.clone();
         let server = shape(&s, Kind::Bw, &p, true, 256).access;
         assert_eq!(server, Access::LOCAL_WRITE);
     }
@@ -193,8 +179,8 @@ mod tests {
             for kind in [Kind::Bw, Kind::Lat, Kind::Verify] {
                 for server in [false, true] {
                     for bidirectional in [false, true] {
-                        let s = spec("bw", op, QpType::Rc);
-                        let mut p = s.perf.clone().unwrap();
+                        let s = spec(Kind::Bw, op, QpType::Rc);
+                        let mut p = s.test.perf().unwrap().1.clone();
                         p.bidirectional = bidirectional;
                         let a = shape(&s, kind, &p, server, 256).access;
                         let what = format!("{op:?} {kind:?} server={server} bidir={bidirectional}");

@@ -33,7 +33,7 @@ pub(super) fn shape(
     let (len, access) = match (kind, p.op) {
         // Send area + one shared receive area; lat uses the ping-pong layout.
         (Kind::Lat, Op::Send) => (
-            pingpong::buffer_len(spec.transport, max, RX_DEPTH),
+            pingpong::buffer_len(spec.link.transport, max, RX_DEPTH),
             Access::LOCAL_WRITE,
         ),
         // Send area + one shared receive area (with room for the GRH of UD).
@@ -62,7 +62,7 @@ pub(super) fn shape(
         1
     };
     QpShape {
-        transport: spec.transport,
+        transport: spec.link.transport,
         send_depth: (p.tx_depth + 1).max(64),
         recv_depth: if p.op == Op::Send { RX_DEPTH } else { 1 },
         buffer_len: len,
@@ -83,7 +83,7 @@ fn slots_len(p: &PerfSpec, max: usize) -> usize {
 
 /// Length of the shared receive area of a SEND bandwidth test (UD prepends a 40-byte GRH).
 pub(super) fn recv_len(spec: &TestSpec, max: usize) -> usize {
-    max + if spec.transport == QpType::Ud {
+    max + if spec.link.transport == QpType::Ud {
         GRH_BYTES
     } else {
         0
@@ -99,7 +99,7 @@ pub(super) fn pp_params(
     peer: &str,
     timeout: Duration,
 ) -> PingpongParams {
-    let p = spec.perf.as_ref();
+    let p = spec.test.perf().map(|(_, p)| p);
     PingpongParams {
         size,
         recv_size: max,
@@ -151,7 +151,7 @@ impl PerfQps<'_> {
 impl QpRecipe for PerfQps<'_> {
     fn make(&self, local: &LocalPort) -> Result<TestQp> {
         let (spec, p) = (self.spec, self.p);
-        if self.client && spec.transport == QpType::Ud {
+        if self.client && spec.link.transport == QpType::Ud {
             let mtu = local.active_mtu().bytes();
             if max_size(p) > mtu as usize {
                 return Err(UsageError(format!(

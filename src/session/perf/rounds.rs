@@ -98,7 +98,7 @@ pub(super) fn run_round(
                 p.cq_mod,
                 p.cq_mod_explicit,
                 size as usize,
-                spec.transport,
+                spec.link.transport,
                 p.tx_depth,
             );
             let bp = BwParams {

@@ -137,7 +137,7 @@ pub fn serve(
                     return Err(DataMismatch(f).into());
                 }
                 return Ok(PerfServed {
-                    test: spec.test.clone(),
+                    test: spec.test.name(),
                     rounds,
                 });
             }
