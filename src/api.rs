@@ -9,7 +9,8 @@ use crate::report::pingpong::PingpongReport;
 use crate::session::{self, Served, SessionOptions, perf, pingpong};
 use anyhow::Result;
 
-/// Which end of the test this process plays.
+/// Which end of the test this process plays. Inside the test each end is a
+/// [`crate::perf::Side`]: the client initiates, the server responds, a loopback runs both.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Role {
     /// Connect to the rdmadiag server (or, with `compat_ibv`, ibv_*_pingpong) at `host`.

@@ -210,14 +210,7 @@ fn send_reply(
     Ok(())
 }
 
-/// Which half of the exchange this side plays.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Side {
-    /// Sends first and times each round trip (the client).
-    Initiator,
-    /// Answers each message (the server).
-    Responder,
-}
+pub use crate::perf::Side;
 
 /// Round trips between updates of the progress counters (two relaxed stores, off the hot path).
 const PROGRESS_EVERY: u64 = 64;

@@ -4,10 +4,11 @@
 
 use super::{Op, Progress};
 use crate::connect::control::QpType;
-use crate::connect::endpoint::RemoteMemory;
+use crate::connect::endpoint::{Endpoint, RemoteMemory};
 use crate::connect::test_qp::TestQp;
 use crate::verbs::{Completion, SendList, SendOp, SendRequest, UdDest};
 use anyhow::{Result, anyhow, bail};
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -36,6 +37,8 @@ pub struct BwParams {
     pub inline: bool,
     /// Receives kept posted per QP (SEND only).
     pub rx_depth: u32,
+    /// Where in each QP's buffer a receive lands (see [`post_receives`]).
+    pub recv: Range<usize>,
     /// This side issues operations.
     pub send: bool,
     /// This side receives SENDs (the peer's, in a SEND test).
@@ -221,16 +224,12 @@ fn check(c: &Completion, peer: &str, op: Op) -> Result<()> {
     )
 }
 
-/// Run one bandwidth measurement over `qps`; `remotes[i]` is QP i's peer buffer (one-sided ops).
-/// The local source/sink for operations is bytes `0..size` of each QP's buffer; receives use
-/// `recv_len` bytes at `recv_offset` (see [`post_receives`]).
-#[allow(clippy::too_many_arguments)]
+/// Run one bandwidth measurement over `qps`; `remotes[i]` is QP i's peer (its buffer for
+/// one-sided ops, its QPN and Q_Key for UD). The local source/sink for operations is bytes
+/// `0..size` of each QP's buffer; receives use `p.recv`.
 pub fn run(
     qps: &[TestQp],
-    remotes: &[Option<RemoteMemory>],
-    dests: &[(u32, u32)],
-    recv_offset: usize,
-    recv_len: usize,
+    remotes: &[Endpoint],
     p: &BwParams,
     progress: &Progress,
     stop: &AtomicBool,
@@ -240,10 +239,15 @@ pub fn run(
     let cq_mod = p.cq_mod.clamp(1, p.tx_depth.max(1)) as u64;
     let mut states = Vec::with_capacity(qps.len());
     for (i, tq) in qps.iter().enumerate() {
-        let op = op_for(p.op, remotes.get(i).copied().flatten(), p.size)?;
+        let remote = remotes.get(i);
+        let op = op_for(p.op, remote.and_then(|e| e.memory), p.size)?;
         // UD sends need the peer's address handle, QPN and Q_Key in every request.
-        let ud = match (tq.transport, &tq.ah, dests.get(i)) {
-            (QpType::Ud, Some(ah), Some(&(qpn, qkey))) => Some(UdDest { ah, qpn, qkey }),
+        let ud = match (tq.transport, &tq.ah, remote) {
+            (QpType::Ud, Some(ah), Some(e)) => Some(UdDest {
+                ah,
+                qpn: e.qpn,
+                qkey: e.qkey,
+            }),
             (QpType::Ud, _, _) if p.send => {
                 bail!("UD QP {i} has no address handle for its peer")
             }
@@ -338,8 +342,7 @@ pub fn run(
                     if c.imm_data == Some(STOP_IMM) {
                         s.stopped = true;
                     }
-                    s.tq.qp
-                        .post_recv(c.wr_id, &s.tq.mr, recv_offset..recv_offset + recv_len)?;
+                    s.tq.qp.post_recv(c.wr_id, &s.tq.mr, p.recv.clone())?;
                 } else {
                     s.completed = c.wr_id + 1;
                     sends_done = true;

@@ -2,7 +2,7 @@
 //! buffer and spins on the last byte changing (perftest's ib_write_lat); READ: the initiator
 //! reads and waits for the completion. SEND latency is the ping-pong engine (crate::pingpong).
 
-use super::Op;
+use super::{Op, Side};
 use crate::connect::endpoint::RemoteMemory;
 use crate::connect::test_qp::TestQp;
 use crate::stats::LatencyRecorder;
@@ -34,13 +34,6 @@ pub struct LatParams {
     pub drop_for_test: Option<u64>,
     pub timeout: Duration,
     pub peer: String,
-}
-
-/// Which half of a latency exchange this side plays.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LatRole {
-    Initiator,
-    Responder,
 }
 
 /// Samples of one side: full round trips for READ; for WRITE the initiator's round trips.
@@ -133,7 +126,7 @@ impl Writes {
 /// WRITE latency, either side. The landing zone of `size` bytes starts at `max_size`.
 pub fn run_write(
     tq: &mut TestQp,
-    role: LatRole,
+    side: Side,
     remote: RemoteMemory,
     max_size: usize,
     p: &LatParams,
@@ -190,7 +183,7 @@ pub fn run_write(
         let t0 = Instant::now();
         let last = i + 1 >= total || run_until.is_some_and(|u| t0 >= u);
         let v = if last { STOP_MARK } else { mark(i) };
-        if role == LatRole::Responder {
+        if side == Side::Responder {
             // The responder learns "last" from the mark itself, and echoes it.
             let want = mark(i);
             let seen = wait_for(tq, &|b| b == want || b == STOP_MARK, &mut writes, i)?;

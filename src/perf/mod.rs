@@ -10,6 +10,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use crate::connect::control::{LatTiming, Op};
 
+/// Which end of a test this side is: the one that starts each exchange and times it (the
+/// client), or the one that answers (the server).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// Sends first and takes the samples (the client).
+    Initiator,
+    /// Answers (the server).
+    Responder,
+}
+
 /// Live counters an engine updates (relaxed stores, no locks) for a progress display.
 #[derive(Debug, Default)]
 pub struct Progress {

@@ -11,7 +11,7 @@ use crate::connect::establish::{self, Connected};
 use crate::connect::heartbeat::Heartbeat;
 use crate::connect::test_qp::TestQp;
 use crate::exit::UsageError;
-use crate::perf::Progress;
+use crate::perf::{Progress, Side};
 use crate::report::perf::{BwResult, LatResult, PerfReport};
 use crate::session::phase::{self, QP_SETUP, RESULT_EXCHANGE, TRANSFER};
 use crate::session::{Observer, SessionOptions, dial, status};
@@ -34,7 +34,7 @@ pub fn client(
         spec,
         kind,
         p: &p,
-        client: true,
+        side: Side::Initiator,
     };
     let plan = recipe.plan(opts);
     // Owns the QPs and the rdma_cm ids, and drops them in that order.
@@ -94,7 +94,7 @@ pub fn client(
         kind,
         spec,
         p: &p,
-        initiator: true,
+        side: Side::Initiator,
         timeout: opts.timeout,
         peer: &peer,
     };

@@ -86,6 +86,7 @@ mod tests {
     use super::*;
     use crate::connect::control::Op;
     use crate::connect::control::{LatTiming, LinkSpec, PingpongSpec, QpType, Test};
+    use crate::perf::Side;
     use crate::verbs::Access;
 
     fn spec(kind: Kind, op: Op, transport: QpType) -> TestSpec {
@@ -156,17 +157,17 @@ mod tests {
     fn least_privilege_access() {
         let s = spec(Kind::Bw, Op::Write, QpType::Rc);
         let p = s.test.perf().unwrap().1.clone();
-        let server = shape(&s, Kind::Bw, &p, true, 256).access;
-        let client = shape(&s, Kind::Bw, &p, false, 256).access;
+        let server = shape(&s, Kind::Bw, &p, Side::Responder, 256).access;
+        let client = shape(&s, Kind::Bw, &p, Side::Initiator, 256).access;
         assert!(server.contains(Access::REMOTE_WRITE) && !server.contains(Access::REMOTE_READ));
         assert!(!client.contains(Access::REMOTE_WRITE) && !client.contains(Access::REMOTE_READ));
         let s = spec(Kind::Bw, Op::Read, QpType::Rc);
         let p = s.test.perf().unwrap().1.clone();
-        let server = shape(&s, Kind::Bw, &p, true, 256).access;
+        let server = shape(&s, Kind::Bw, &p, Side::Responder, 256).access;
         assert!(server.contains(Access::REMOTE_READ) && !server.contains(Access::REMOTE_WRITE));
         let s = spec(Kind::Bw, Op::Send, QpType::Rc);
         let p = s.test.perf().unwrap().1.clone();
-        let server = shape(&s, Kind::Bw, &p, true, 256).access;
+        let server = shape(&s, Kind::Bw, &p, Side::Responder, 256).access;
         assert_eq!(server, Access::LOCAL_WRITE);
     }
 
@@ -177,12 +178,13 @@ mod tests {
     fn access_flags_per_op_are_least_privilege() {
         for op in [Op::Send, Op::Write, Op::Read] {
             for kind in [Kind::Bw, Kind::Lat, Kind::Verify] {
-                for server in [false, true] {
+                for side in [Side::Initiator, Side::Responder] {
+                    let server = side == Side::Responder;
                     for bidirectional in [false, true] {
                         let s = spec(Kind::Bw, op, QpType::Rc);
                         let mut p = s.test.perf().unwrap().1.clone();
                         p.bidirectional = bidirectional;
-                        let a = shape(&s, kind, &p, server, 256).access;
+                        let a = shape(&s, kind, &p, side, 256).access;
                         let what = format!("{op:?} {kind:?} server={server} bidir={bidirectional}");
                         assert!(a.contains(Access::LOCAL_WRITE), "{what}");
                         assert!(!a.contains(Access::REMOTE_ATOMIC), "{what}: atomic");

@@ -7,7 +7,7 @@ use crate::connect::endpoint::LocalPort;
 use crate::connect::establish::{Plan, QpRecipe, Wire};
 use crate::connect::test_qp::{GRH_BYTES, QpShape, TestQp};
 use crate::exit::UsageError;
-use crate::perf::{bw, lat};
+use crate::perf::{Side, bw, lat};
 use crate::pingpong::{self, PingpongParams};
 use crate::session::SessionOptions;
 use crate::verbs::Access;
@@ -19,10 +19,11 @@ pub(super) fn shape(
     spec: &TestSpec,
     kind: Kind,
     p: &PerfSpec,
-    server: bool,
+    side: Side,
     max_inline: u32,
 ) -> QpShape {
     let max = max_size(p);
+    let server = side == Side::Responder;
     let remote_if_server = |remote: Access| {
         if server {
             Access::LOCAL_WRITE | remote
@@ -120,8 +121,9 @@ pub(super) struct PerfQps<'a> {
     pub spec: &'a TestSpec,
     pub kind: Kind,
     pub p: &'a PerfSpec,
-    /// The client checks what only it can refuse as a usage error (-I, -o, UD sizes).
-    pub client: bool,
+    /// The client (the initiator) checks what only it can refuse as a usage error (-I, -o,
+    /// UD sizes).
+    pub side: Side,
 }
 
 impl PerfQps<'_> {
@@ -151,7 +153,7 @@ impl PerfQps<'_> {
 impl QpRecipe for PerfQps<'_> {
     fn make(&self, local: &LocalPort) -> Result<TestQp> {
         let (spec, p) = (self.spec, self.p);
-        if self.client && spec.link.transport == QpType::Ud {
+        if self.side == Side::Initiator && spec.link.transport == QpType::Ud {
             let mtu = local.active_mtu().bytes();
             if max_size(p) > mtu as usize {
                 return Err(UsageError(format!(
@@ -161,7 +163,7 @@ impl QpRecipe for PerfQps<'_> {
                 .into());
             }
         }
-        let shape = shape(spec, self.kind, p, !self.client, 256);
+        let shape = shape(spec, self.kind, p, self.side, 256);
         let caps = local
             .ctx
             .query_device()
@@ -185,7 +187,7 @@ impl QpRecipe for PerfQps<'_> {
                 ..shape
             },
         )?;
-        if self.client {
+        if self.side == Side::Initiator {
             check_inline(p, &tq)?;
         }
         // Post what must be posted before the peer may send (SEND tests).

@@ -7,7 +7,7 @@ use crate::connect::control::{Batch, Op, PerfSpec, TestSpec};
 use crate::connect::endpoint::{Endpoint, RemoteMemory};
 use crate::connect::test_qp::TestQp;
 use crate::perf::bw::{self, BwOutcome, BwParams};
-use crate::perf::lat::{self, LatParams, LatRole};
+use crate::perf::lat::{self, LatParams};
 use crate::perf::{Progress, verify};
 use crate::pingpong::{self, Side};
 use crate::report::perf::{BwResult, LatResult};
@@ -51,8 +51,8 @@ pub(super) struct RoundContext<'a> {
     pub kind: Kind,
     pub spec: &'a TestSpec,
     pub p: &'a PerfSpec,
-    /// This side is the client.
-    pub initiator: bool,
+    /// The client initiates; the server responds.
+    pub side: Side,
     pub timeout: Duration,
     pub peer: &'a str,
 }
@@ -65,8 +65,9 @@ pub(super) fn run_round(
     round: RoundPlan,
     progress: &Progress,
 ) -> Result<Option<RoundOutcome>> {
-    let (kind, spec, p, initiator, timeout, peer) =
-        (cx.kind, cx.spec, cx.p, cx.initiator, cx.timeout, cx.peer);
+    let (kind, spec, p, side, timeout, peer) =
+        (cx.kind, cx.spec, cx.p, cx.side, cx.timeout, cx.peer);
+    let initiator = side == Side::Initiator;
     let size = round.size;
     let max = max_size(p);
     let duration = p.duration_ms.map(Duration::from_millis);
@@ -111,22 +112,13 @@ pub(super) fn run_round(
                 post_list: p.post_list,
                 inline: size <= p.inline && qps.iter().all(|q| size <= q.qp.caps().max_inline_data),
                 rx_depth: RX_DEPTH,
+                recv: max..max + recv_len(spec, max),
                 send,
                 receive,
                 timeout,
                 peer: peer.to_string(),
             };
-            let dests: Vec<(u32, u32)> = remotes.iter().map(|e| (e.qpn, e.qkey)).collect();
-            let o = bw::run(
-                qps,
-                &mems,
-                &dests,
-                max,
-                recv_len(spec, max),
-                &bp,
-                progress,
-                &STOP,
-            )?;
+            let o = bw::run(qps, remotes, &bp, progress, &STOP)?;
             Ok(Some(RoundOutcome::Bw(bw_result(size, cq_mod, &o))))
         }
         Kind::Lat => {
@@ -135,23 +127,13 @@ pub(super) fn run_round(
             let (recorder, iterations, scale) = match p.op {
                 Op::Send => {
                     let pp = pp_params(spec, size as usize, max, p.iterations, peer, timeout);
-                    let side = if initiator {
-                        Side::Initiator
-                    } else {
-                        Side::Responder
-                    };
                     let remote = (remotes[0].qpn, remotes[0].qkey);
                     let o = pingpong::run(tq, side, remote, &pp, progress, &STOP)?;
                     (o.latency, o.round_trips, 2.0)
                 }
                 Op::Write => {
-                    let role = if initiator {
-                        LatRole::Initiator
-                    } else {
-                        LatRole::Responder
-                    };
                     let mem = mems[0].ok_or_else(|| anyhow!("the peer exposed no buffer"))?;
-                    let o = lat::run_write(tq, role, mem, max, &lp, &STOP)?;
+                    let o = lat::run_write(tq, side, mem, max, &lp, &STOP)?;
                     (o.latency, o.iterations, 2.0)
                 }
                 Op::Read if initiator => {

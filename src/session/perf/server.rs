@@ -9,7 +9,7 @@ use crate::connect::control::{ControlChannel, Message, Op, RoundSummary, TestSpe
 use crate::connect::endpoint::Endpoint;
 use crate::connect::establish::{self, Connected};
 use crate::exit::DataMismatch;
-use crate::perf::{Progress, verify};
+use crate::perf::{Progress, Side, verify};
 use crate::session::phase::{self, QP_SETUP, RESULT_EXCHANGE, TRANSFER};
 use crate::session::{SessionOptions, status};
 use anyhow::{Result, bail};
@@ -39,7 +39,7 @@ pub fn serve(
         spec,
         kind,
         p: &p,
-        client: false,
+        side: Side::Responder,
     };
     let plan = recipe.plan(opts);
     // Owns the QPs and the rdma_cm ids, and drops them in that order.
@@ -51,7 +51,7 @@ pub fn serve(
         kind,
         spec,
         p: &p,
-        initiator: false,
+        side: Side::Responder,
         timeout: opts.timeout,
         peer: &peer,
     };
