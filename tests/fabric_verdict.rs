@@ -16,7 +16,7 @@
 
 use rdmadiag::fabric::coordinator::Outcome;
 use rdmadiag::fabric::schedule::{Pattern, Schedule};
-use rdmadiag::fabric::verdict::{Figures, Sheet, Thresholds, Verdict, judge, judge_sheet};
+use rdmadiag::fabric::verdict::{Figures, Sheet, Thresholds, Verdict, judge, judge_sheet_keeping};
 use rdmadiag::report::Style;
 use rdmadiag::report::fabric::{FabricSettings, HostInfo, fabric_text};
 use rdmadiag::report::fabric::{PairResult, Suspects};
@@ -411,7 +411,7 @@ fn judged(f: &Fabric, t: &Thresholds) -> (Verdict, Vec<PairResult>) {
             retests
                 .into_iter()
                 .map(|(a, b)| f.pair(a, b, rounds + 1, &mut rng))
-                .collect(),
+                .collect::<Vec<_>>(),
         )
     })
     .expect("the simulated retests cannot fail");
@@ -420,7 +420,8 @@ fn judged(f: &Fabric, t: &Thresholds) -> (Verdict, Vec<PairResult>) {
 
 /// [`judged`] lean: the scheduled pairs straight into a sheet (no result with names for each
 /// of a fleet's millions of pairs), the same figures, the same verdict. Returns the verdict,
-/// the sheet, the retests' results and how long the verdict took.
+/// the sheet, the retests' results (up to 64 hosts: a fleet's heavy-tailed noise retests a
+/// million pairs, made one at a time and not kept) and how long the verdict took.
 fn judged_lean(
     f: &Fabric,
     t: &Thresholds,
@@ -439,15 +440,27 @@ fn judged_lean(
         }
     }
     let rounds = schedule.rounds() as u32;
+    let rng = &std::cell::RefCell::new(rng);
+    let mut retests = Vec::new();
     let start = std::time::Instant::now();
-    let (verdict, retests) = judge_sheet(&sheet, &ranks, &BTreeSet::new(), t, |retests| {
-        Ok::<_, ()>(
-            retests
-                .into_iter()
-                .map(|(a, b)| f.pair(a, b, rounds + 1, &mut rng))
-                .collect(),
-        )
-    })
+    let verdict = judge_sheet_keeping(
+        &sheet,
+        &ranks,
+        &BTreeSet::new(),
+        t,
+        move |pairs| {
+            Ok::<_, ()>(
+                pairs
+                    .into_iter()
+                    .map(move |(a, b)| f.pair(a, b, rounds + 1, &mut rng.borrow_mut())),
+            )
+        },
+        |p| {
+            if f.n <= 64 {
+                retests.push(p)
+            }
+        },
+    )
     .expect("the simulated retests cannot fail");
     (verdict, sheet, retests, start.elapsed())
 }

@@ -311,12 +311,12 @@ impl Verdict {
 /// it returns their results; called once per round while a suspect is undecided), then the
 /// final word. The retests' results are appended to `pairs`. `ranks`: every rank of the run
 /// and its host; `missing`: the hosts of ranks that did not finish.
-pub fn judge<E>(
+pub fn judge<E, I: IntoIterator<Item = PairResult>>(
     pairs: &mut Vec<PairResult>,
     ranks: &[(u32, String)],
     missing: &BTreeSet<String>,
     t: &Thresholds,
-    run_retests: impl FnMut(Vec<Pair>) -> Result<Vec<PairResult>, E>,
+    run_retests: impl FnMut(Vec<Pair>) -> Result<I, E>,
 ) -> Result<Verdict, E> {
     let sheet = Sheet::of(pairs, missing);
     let (verdict, results) = judge_sheet(&sheet, ranks, missing, t, run_retests)?;
@@ -327,40 +327,50 @@ pub fn judge<E>(
 
 /// [`judge`] on a sheet of the judged pairs (what a run of thousands of hosts keeps, lean);
 /// returns the verdict and the retests' results (flagged).
-pub fn judge_sheet<E>(
+pub fn judge_sheet<E, I: IntoIterator<Item = PairResult>>(
     sheet: &Sheet,
     ranks: &[(u32, String)],
     missing: &BTreeSet<String>,
     t: &Thresholds,
-    run_retests: impl FnMut(Vec<Pair>) -> Result<Vec<PairResult>, E>,
+    run_retests: impl FnMut(Vec<Pair>) -> Result<I, E>,
 ) -> Result<(Verdict, Vec<PairResult>), E> {
+    let mut results = Vec::new();
+    let verdict = judge_sheet_keeping(sheet, ranks, missing, t, run_retests, |p| results.push(p))?;
+    Ok((verdict, results))
+}
+
+/// [`judge_sheet`], each retest's result (flagged) handed to `keep` as it comes instead of
+/// returned: the verdict itself keeps a lean record of each (a fleet's retests in a
+/// heavy-tailed noise are a million pairs), so a caller that needs few of the results (or
+/// that writes them out) holds no more than that.
+pub fn judge_sheet_keeping<E, I: IntoIterator<Item = PairResult>>(
+    sheet: &Sheet,
+    ranks: &[(u32, String)],
+    missing: &BTreeSet<String>,
+    t: &Thresholds,
+    run_retests: impl FnMut(Vec<Pair>) -> Result<I, E>,
+    keep: impl FnMut(PairResult),
+) -> Result<Verdict, E> {
     let reference = reference_of(sheet, t);
-    let judgement = classify_sheet(sheet, &reference, t);
-    let (trials, results, retests) = retest::run(
-        judgement.suspects,
-        judgement.held,
+    let mut judgement = classify_sheet(sheet, &reference, t);
+    let (trials, retests) = retest::run(
+        &mut judgement,
         ranks,
         missing,
         &reference,
         t,
         run_retests,
+        keep,
     )?;
-    let (suspects, notes) = conclude(&trials, &reference, t);
-    // The trials shared the results: now they are the caller's alone.
-    drop(trials);
-    let results = results
-        .into_iter()
-        .map(std::rc::Rc::unwrap_or_clone)
-        .collect();
-    let verdict = Verdict {
+    let (suspects, notes) = conclude(trials, &reference, t);
+    Ok(Verdict {
         reference,
         findings: judgement.findings,
         limits: judgement.limits,
         suspects,
         notes,
         retests,
-    };
-    Ok((verdict, results))
+    })
 }
 
 mod bandwidth;
@@ -373,7 +383,7 @@ use classify::*;
 pub use classify::{classify, classify_sheet};
 use reference::*;
 pub use reference::{flag, median, reference, reference_of};
-pub use retest::{Trial, conclude, host_summary, retest_pairs};
+pub use retest::{Retest, Trial, conclude, host_summary, retest_pairs};
 pub use sheet::{Fig, Figures, Ix, Sheet};
 
 #[cfg(test)]

@@ -265,6 +265,13 @@ impl Rules {
     pub(super) fn has(self, rule: Rule) -> bool {
         self.0 & 1 << rule as u16 != 0
     }
+
+    /// The rules of [`pair_reasons`]' reasons.
+    pub(super) fn of(reasons: &[(Rule, String)]) -> Rules {
+        reasons
+            .iter()
+            .fold(Rules::default(), |x, (rule, _)| x.with(*rule))
+    }
 }
 
 /// The rules that flag the sheet's pair `i` (what [`pair_reasons`] says, without the words).
@@ -396,8 +403,16 @@ pub(super) fn pair_reasons(p: &PairResult, r: &Reference, t: &Thresholds) -> Vec
 /// Flag each pair (and say why) against the run's reference and the thresholds.
 pub fn flag(pairs: &mut [PairResult], r: &Reference, t: &Thresholds) {
     for p in pairs {
-        let why: Vec<String> = pair_reasons(p, r, t).into_iter().map(|w| w.1).collect();
-        p.flagged = !why.is_empty();
-        p.reason = p.flagged.then(|| why.join("; "));
+        flag_one(p, r, t);
     }
+}
+
+/// [`flag`] one pair; returns the rules that flag it.
+pub(super) fn flag_one(p: &mut PairResult, r: &Reference, t: &Thresholds) -> Rules {
+    let reasons = pair_reasons(p, r, t);
+    let rules = Rules::of(&reasons);
+    let why: Vec<String> = reasons.into_iter().map(|w| w.1).collect();
+    p.flagged = !why.is_empty();
+    p.reason = p.flagged.then(|| why.join("; "));
+    rules
 }

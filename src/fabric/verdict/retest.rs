@@ -3,6 +3,7 @@
 
 use super::*;
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::rc::Rc;
 
 /// Where a suspect's retests stand.
@@ -22,10 +23,47 @@ pub enum State {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Trial {
     pub suspect: Suspect,
-    /// Its retest pairs, in the order they ran (flagged already), shared with the run's list of
-    /// retests (a fleet's round may retest a million pairs: no copy each).
-    pub retests: Vec<Rc<PairResult>>,
+    /// Its retest pairs, in the order they ran.
+    pub retests: Vec<Retest>,
     pub state: State,
+}
+
+/// A retest pair's result as a trial keeps it: the figures, the hosts' names (shared) and the
+/// rules that flag it. A fleet's round may retest a million pairs: the results themselves,
+/// with their counters and sentences, go to the caller as they come (1.3 GB at 4096 hosts
+/// all-pairs in the lab's noise, held to the end, made the verdict's peak).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Retest {
+    pub a: Rc<str>,
+    pub b: Rc<str>,
+    pub a_rank: u32,
+    pub bw_gbps: Option<f64>,
+    pub bw_gbps_reverse: Option<f64>,
+    pub lat_us: Option<f64>,
+    pub error: Option<Rc<str>>,
+    /// The rules that flag it ([`pair_reasons`]).
+    rules: Rules,
+}
+
+impl Retest {
+    /// The record of `p`, a retest's result.
+    pub fn of(p: &PairResult, r: &Reference, t: &Thresholds) -> Retest {
+        let rules = Rules::of(&pair_reasons(p, r, t));
+        Retest::named(p, rules, p.a.as_str().into(), p.b.as_str().into())
+    }
+
+    fn named(p: &PairResult, rules: Rules, a: Rc<str>, b: Rc<str>) -> Retest {
+        Retest {
+            a,
+            b,
+            a_rank: p.a_rank,
+            bw_gbps: p.bw_gbps,
+            bw_gbps_reverse: p.bw_gbps_reverse,
+            lat_us: p.lat_us,
+            error: p.error.as_deref().map(Rc::from),
+            rules,
+        }
+    }
 }
 
 /// Who retests whom: each suspect host against a host that passed (neither a suspect nor a
@@ -109,21 +147,20 @@ pub fn retest_pairs(
     suspects.iter().map(|s| partners.pick(&s.target)).collect()
 }
 
-/// What [`run`] returns: the trials, the retests' results (shared with the trials), their cost.
-pub(super) type Retested = (Vec<Trial>, Vec<Rc<PairResult>>, RetestSummary);
-
-/// Retest the suspects, round by round, until each is decided or `t.retest_rounds` rounds
-/// have run. Returns the trials, the retests' results (flagged, marked retested; shared with
-/// the trials) and what they cost.
-pub(super) fn run<E>(
-    suspects: Vec<Suspect>,
-    mut held: Vec<Suspect>,
+/// Retest the suspects of `j` (its suspects and held links, taken), round by round, until each
+/// is decided or `t.retest_rounds` rounds have run. Each retest's result goes to `keep` as it
+/// comes (flagged, marked retested). Returns the trials and what the retests cost.
+pub(super) fn run<E, I: IntoIterator<Item = PairResult>>(
+    j: &mut Judgement,
     ranks: &[(u32, String)],
     missing: &BTreeSet<String>,
     r: &Reference,
     t: &Thresholds,
-    mut run_retests: impl FnMut(Vec<Pair>) -> Result<Vec<PairResult>, E>,
-) -> Result<Retested, E> {
+    mut run_retests: impl FnMut(Vec<Pair>) -> Result<I, E>,
+    mut keep: impl FnMut(PairResult),
+) -> Result<(Vec<Trial>, RetestSummary), E> {
+    let suspects = std::mem::take(&mut j.suspects);
+    let mut held = std::mem::take(&mut j.held);
     // A held link's far end is no partner either: a host retested against the other end of
     // its own slow link measures the link again (the lab's fab4, slow to fab2 both ways, was
     // retested against fab2 and "confirmed" as a slow sender).
@@ -140,7 +177,16 @@ pub(super) fn run<E>(
         budget_rounds: t.retest_rounds,
         ..RetestSummary::default()
     };
-    let mut all = Vec::new();
+    // Each host's name once (shared by its retests' records).
+    let mut names: HashMap<String, Rc<str>> = HashMap::new();
+    let mut name = |h: &str| -> Rc<str> {
+        if let Some(x) = names.get(h) {
+            return Rc::clone(x);
+        }
+        let x: Rc<str> = h.into();
+        names.insert(h.to_string(), Rc::clone(&x));
+        x
+    };
     for _ in 0..t.retest_rounds {
         let plan: Vec<(usize, Pair)> = trials
             .iter()
@@ -157,27 +203,29 @@ pub(super) fn run<E>(
             .collect::<BTreeSet<_>>()
             .into_iter()
             .collect();
-        let mut results = run_retests(unique)?;
-        summary.rounds += 1;
-        summary.pairs += results.len() as u32;
-        for p in &mut results {
+        // Each pair's first result, as its record (a fleet's round retests hundreds of
+        // thousands of links); the results go to `keep` one by one.
+        let mut by_pair: HashMap<Pair, usize> = HashMap::with_capacity(unique.len());
+        let mut records: Vec<Retest> = Vec::with_capacity(unique.len());
+        for mut p in run_retests(unique)? {
+            summary.pairs += 1;
             p.retested = true;
-        }
-        flag(&mut results, r, t);
-        let results: Vec<Rc<PairResult>> = results.into_iter().map(Rc::new).collect();
-        // Each pair's first result (a fleet's round retests hundreds of thousands of links).
-        let mut by_pair: HashMap<Pair, usize> = HashMap::with_capacity(results.len());
-        for (k, p) in results.iter().enumerate() {
+            let rules = flag_one(&mut p, r, t);
             let pair = (p.a_rank.min(p.b_rank), p.a_rank.max(p.b_rank));
-            by_pair.entry(pair).or_insert(k);
+            if let Entry::Vacant(e) = by_pair.entry(pair) {
+                e.insert(records.len());
+                records.push(Retest::named(&p, rules, name(&p.a), name(&p.b)));
+            }
+            keep(p);
         }
+        summary.rounds += 1;
         for (i, pair) in plan {
             if let Some(&k) = by_pair.get(&pair) {
-                trials[i].retests.push(Rc::clone(&results[k]));
+                trials[i].retests.push(records[k].clone());
             }
             trials[i].state = trials[i].decide(r, t);
         }
-        all.extend(results);
+        drop((by_pair, records));
         held = release(&mut trials, held, r, t);
     }
     settle(&mut trials);
@@ -189,7 +237,7 @@ pub(super) fn run<E>(
         .iter()
         .filter(|x| x.state == State::Undecided)
         .count() as u32;
-    Ok((trials, all, summary))
+    Ok((trials, summary))
 }
 
 /// The retests are over: what is still pending ends as [`Trial::unretested`] says.
@@ -264,7 +312,7 @@ fn release(
 }
 
 /// A suspect's bandwidth figures in a retest pair, in `direction` (None: both ways).
-fn figures(target: &Target, direction: Option<Direction>, p: &PairResult) -> Vec<f64> {
+fn figures(target: &Target, direction: Option<Direction>, p: &Retest) -> Vec<f64> {
     let first = match target {
         Target::Host { rank, .. } => *rank,
         Target::Group { members } => members[0].0,
@@ -299,7 +347,7 @@ impl Trial {
         if last.error.is_some() {
             return State::Confirmed;
         }
-        let by = |rule: Rule| pair_reasons(last, r, t).iter().any(|(x, _)| *x == rule);
+        let by = |rule: Rule| last.rules.has(rule);
         let stands = |yes: bool| {
             if yes {
                 State::Confirmed
@@ -398,10 +446,11 @@ impl Trial {
 }
 
 /// The final word on each suspect: one entry per host, link or group in `Suspects`, one note
-/// each with every rule that charged it and what its retests said.
-pub fn conclude(trials: &[Trial], r: &Reference, t: &Thresholds) -> (Suspects, Vec<SuspectNote>) {
+/// each with every rule that charged it and what its retests said (each trial dropped once its
+/// note is made: a fleet's trials and notes are not held at once).
+pub fn conclude(trials: Vec<Trial>, r: &Reference, t: &Thresholds) -> (Suspects, Vec<SuspectNote>) {
     let mut out = Suspects::default();
-    let mut notes = Vec::new();
+    let mut notes = Vec::with_capacity(trials.len());
     for x in trials {
         let s = &x.suspect;
         let confirmed = x.state == State::Confirmed;

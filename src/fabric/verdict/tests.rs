@@ -79,7 +79,7 @@ fn tried(suspects: &[Suspect], retests: &[PairResult], r: &Reference) -> Vec<Tri
             suspect: s.clone(),
             // Two retests alike (what it takes to confirm a charge on its retests alone).
             retests: (0..MIN_RETESTS_TO_CONFIRM)
-                .map(|_| std::rc::Rc::new(p.clone()))
+                .map(|_| Retest::of(p, r, &t))
                 .collect(),
             state: retest::State::Pending,
         };
@@ -143,11 +143,11 @@ fn four_hosts_one_host_at_half_is_the_only_suspect_and_the_reference_holds() {
         q
     };
     let t = Thresholds::default();
-    let (s, notes) = conclude(&tried(&j.suspects, &[retest(5.0)], &r), &r, &t);
+    let (s, notes) = conclude(tried(&j.suspects, &[retest(5.0)], &r), &r, &t);
     assert_eq!(s.hosts, ["h2"]);
     assert!(notes[0].confirmed && notes[0].rule == Rule::BwHost);
     assert!(notes[0].retest.as_deref().unwrap().contains("slow again"));
-    let (s, notes) = conclude(&tried(&j.suspects, &[retest(10.0)], &r), &r, &t);
+    let (s, notes) = conclude(tried(&j.suspects, &[retest(10.0)], &r), &r, &t);
     assert!(s.is_empty() && !notes[0].confirmed, "{notes:?}");
 }
 

@@ -15,7 +15,12 @@ fn judged_with_retests(
     let mut round = 0;
     judge(p, &ranks, &BTreeSet::new(), t, |pairs| {
         round += 1;
-        Ok::<_, ()>(pairs.iter().map(|(a, b)| retest(round, *a, *b)).collect())
+        Ok::<_, ()>(
+            pairs
+                .iter()
+                .map(|(a, b)| retest(round, *a, *b))
+                .collect::<Vec<_>>(),
+        )
     })
     .unwrap()
 }
@@ -106,7 +111,7 @@ fn a_gross_fault_within_a_wide_noise_is_named_when_seen_twice_and_cleared_when_i
                 .map(|x| {
                     let mut q = pair(0, 1, 10.0 * x, 5.0);
                     q.bw_gbps_reverse = Some(10.0);
-                    std::rc::Rc::new(q)
+                    Retest::of(&q, &r, &t)
                 })
                 .collect(),
             state: retest::State::Pending,
