@@ -11,7 +11,7 @@ use rdmadiag::fabric::protocol::{self, Hello, PairSide, ToCoordinator, ToRank, s
 use rdmadiag::fabric::rank::{Identity, PairRunner, PairTest, RankConfig, run_rank};
 use rdmadiag::fabric::schedule::{Pattern, Schedule};
 use rdmadiag::fabric::verdict::Thresholds;
-use std::io::BufReader;
+use std::io::{BufReader, Read as _, Write as _};
 use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
@@ -1472,6 +1472,11 @@ fn munge_credentials_of_this_job_join_others_and_replays_are_refused() {
     let g: auth::Greeting = auth::read_plain(&mut lines, &mut buf).unwrap();
     let (proof, _) = auth::prove(&munged.job("42"), 1, &g).unwrap();
     send(&mut s, &proof).unwrap();
+    // A bad hello makes rank 0 answer and close: by then it has decoded the credential once
+    // (its reader threads run in parallel, so the replay must not race the original).
+    s.write_all(b"not a hello\n").unwrap();
+    let mut rest = Vec::new();
+    let _ = lines.read_to_end(&mut rest);
     drop((s, lines));
     let mut again = TcpStream::connect(("127.0.0.1", port)).unwrap();
     again
