@@ -502,6 +502,60 @@ fn no_file_in_src_is_over_the_line_limit() {
     );
 }
 
+/// The source files under `src/` that contain `needle` in code before any `#[cfg(test)]`
+/// (comments and strings blanked unless `in_strings`), outside the files `allowed` (paths
+/// relative to `src/`).
+fn files_containing(needle: &str, in_strings: bool, allowed: &[&str]) -> Vec<String> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files
+        .iter()
+        .filter_map(|f| {
+            let rel = f.strip_prefix(&src).unwrap().display().to_string();
+            let mut code = std::fs::read_to_string(f).expect("read");
+            code.truncate(code.find("#[cfg(test)]").unwrap_or(code.len()));
+            let code = if in_strings {
+                code
+            } else {
+                blank_comments_and_strings(&code)
+            };
+            (code.contains(needle) && !allowed.iter().any(|a| rel.starts_with(a))).then_some(rel)
+        })
+        .collect()
+}
+
+/// Which test a request runs is a type (connect/protocol.rs `Test`), never a name compared as
+/// a string: a new test is a variant the compiler makes every dispatch handle.
+#[test]
+fn no_test_is_dispatched_by_its_name() {
+    for needle in [".test ==", "test.as_str()", "from_test("] {
+        let found = files_containing(needle, false, &[]);
+        assert!(found.is_empty(), "'{needle}' in {found:?}");
+    }
+}
+
+/// Each machine-readable format is written in one file of `src/report/export/` (the
+/// Prometheus exposition, CSV quoting, the JSON envelope), whatever the report kind.
+#[test]
+fn every_export_format_is_written_in_one_place() {
+    for (needle, home) in [
+        ("# TYPE ", "report/export/prometheus.rs"),
+        ("to_string_pretty", "report/export/json.rs"),
+        ("\"ERROR: rdmadiag: {}", "report/export/nhc.rs"),
+    ] {
+        let found = files_containing(needle, true, &[home]);
+        assert!(
+            found.is_empty(),
+            "'{needle}' written outside {home}: {found:?}"
+        );
+        assert!(
+            !files_containing(needle, true, &[]).is_empty(),
+            "'{needle}' is no longer in {home}: update this test"
+        );
+    }
+}
+
 #[test]
 fn the_scan_sees_the_crate() {
     // A scan that silently found nothing would pass every check.

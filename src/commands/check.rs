@@ -6,9 +6,9 @@ use crate::check::{ErrorWatch, Expectations, Peer, Plan};
 use crate::cli::{CheckArgs, CheckFormat};
 use crate::exit::{self, AfterReport, UsageError};
 use crate::report::check::{CheckReport, first_failure};
+use crate::report::export::{self, Format};
 use crate::report::{self, Style};
 use anyhow::Result;
-use std::time::SystemTime;
 
 fn plan(a: &CheckArgs) -> Result<Plan> {
     let peer = match &a.peer {
@@ -47,17 +47,13 @@ fn plan(a: &CheckArgs) -> Result<Plan> {
 }
 
 fn render(r: &CheckReport, format: CheckFormat, style: Style) -> Result<String> {
-    Ok(match format {
-        CheckFormat::Text => report::check::text(r, style),
-        CheckFormat::Json => report::json_document(r)?,
-        CheckFormat::Nhc => report::check::nhc(r),
-        CheckFormat::Prometheus => {
-            let now = SystemTime::now()
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .map_or(0.0, |d| d.as_secs_f64());
-            report::check::prometheus(r, now)
-        }
-    })
+    let format = match format {
+        CheckFormat::Text => Format::Text,
+        CheckFormat::Json => Format::Json,
+        CheckFormat::Nhc => Format::Nhc,
+        CheckFormat::Prometheus => Format::Prometheus,
+    };
+    export::render(r, format, &export::Context::now(style))
 }
 
 pub fn run(args: &CheckArgs) -> Result<u8> {

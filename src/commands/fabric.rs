@@ -9,9 +9,8 @@ use crate::fabric::launcher::{self, LaunchFlags, ThisHost};
 use crate::fabric::runner::{PairSettings, VerbsRunner};
 use crate::fabric::schedule::{Pattern, Schedule};
 use crate::fabric::{self, FabricPlan, verdict};
-use crate::report::fabric::{
-    FabricReport, FabricSettings, fabric_csv, fabric_prometheus, fabric_text,
-};
+use crate::report::export::{self, Format};
+use crate::report::fabric::{FabricReport, FabricSettings};
 use crate::report::{self, Style};
 use anyhow::{Context as _, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -136,16 +135,20 @@ pub fn run(args: &FabricArgs) -> Result<u8> {
         fabric_settings(args, &settings, pattern),
         started.elapsed(),
     );
-    if args.output.json {
-        report::emit_json(&report)?;
+    let cx = export::Context::now(Style::detect());
+    let stdout = if args.output.json {
+        Format::Json
     } else {
-        report::emit(&fabric_text(&report, Style::detect()))?;
-    }
-    if let Some(path) = &args.csv {
-        write_atomically(path, &fabric_csv(&report))?;
-    }
-    if let Some(path) = &args.prometheus {
-        write_atomically(path, &fabric_prometheus(&report))?;
+        Format::Text
+    };
+    report::emit(&export::render(&report, stdout, &cx)?)?;
+    for (path, format) in [
+        (&args.csv, Format::Csv),
+        (&args.prometheus, Format::Prometheus),
+    ] {
+        if let Some(path) = path {
+            write_atomically(path, &export::render(&report, format, &cx)?)?;
+        }
     }
     say_why(&report, end.exit_code);
     Ok(end.exit_code)

@@ -5,6 +5,7 @@ use crate::TestReport;
 use crate::cli::{Compat, PingpongArgs};
 use crate::connect::control::{PingpongSpec, Test, TestSpec};
 use crate::exit;
+use crate::report::export::{self, Format};
 use crate::report::progress::{ProgressLine, Span, Watched};
 use crate::report::{self, Style};
 use crate::session::Served;
@@ -42,15 +43,15 @@ pub fn run(args: &PingpongArgs) -> Result<u8> {
         TestReport::Served(Served::Pingpong(r)) => r,
         other => bail!("a ping-pong run produced {other:?}"),
     };
-    if args.output.json {
-        report::emit_json(&r)?;
+    let format = if args.output.json {
+        Format::Json
     } else {
-        let style = Style::detect();
-        let mut out = report::pingpong::pingpong_text(&r, style);
-        if let Some(d) = &r.counter_deltas {
-            out.push_str(&report::counters::test_counters_text(d, style));
-        }
-        report::emit(&out)?;
-    }
+        Format::Text
+    };
+    report::emit(&export::render(
+        r.as_ref(),
+        format,
+        &export::Context::now(Style::detect()),
+    )?)?;
     Ok(exit::OK)
 }

@@ -109,12 +109,55 @@ pub enum PerfKind {
 
 impl PerfKind {
     /// The test's name as the command line spells it.
-    pub fn test_name(self, op: Op) -> String {
-        match self {
-            PerfKind::Bw => "bw".into(),
-            PerfKind::Lat => "lat".into(),
-            PerfKind::Verify => op.to_string(),
+    pub fn test_name(self, op: Op) -> TestName {
+        match (self, op) {
+            (PerfKind::Bw, _) => TestName::Bw,
+            (PerfKind::Lat, _) => TestName::Lat,
+            (PerfKind::Verify, Op::Read) => TestName::Read,
+            (PerfKind::Verify, _) => TestName::Write,
         }
+    }
+}
+
+/// A test's name as the command line (its subcommand) and the JSON reports (`test`) spell it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TestName {
+    Pingpong,
+    Bw,
+    Lat,
+    Write,
+    Read,
+}
+
+impl TestName {
+    /// The WRITE/READ data diagnostics.
+    pub fn is_diagnostic(self) -> bool {
+        matches!(self, TestName::Write | TestName::Read)
+    }
+}
+
+impl TestName {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TestName::Pingpong => "pingpong",
+            TestName::Bw => "bw",
+            TestName::Lat => "lat",
+            TestName::Write => "write",
+            TestName::Read => "read",
+        }
+    }
+}
+
+impl PartialEq<&str> for TestName {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl std::fmt::Display for TestName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -147,9 +190,9 @@ impl Test {
     }
 
     /// The test's name as the command line spells it.
-    pub fn name(&self) -> String {
+    pub fn name(&self) -> TestName {
         match self.perf() {
-            None => "pingpong".into(),
+            None => TestName::Pingpong,
             Some((kind, p)) => kind.test_name(p.op),
         }
     }
@@ -531,12 +574,18 @@ mod tests {
     #[test]
     fn each_test_names_itself_as_the_command_line_does() {
         let perf = |op| PerfSpec::one_at_a_time(op, vec![2], 1, None);
-        assert_eq!(Test::Bw(perf(Op::Send)).name(), "bw");
-        assert_eq!(Test::Lat(perf(Op::Write)).name(), "lat");
-        assert_eq!(Test::Verify(perf(Op::Read)).name(), "read");
+        let name = |t: Test| t.name().to_string();
+        assert_eq!(name(Test::Bw(perf(Op::Send))), "bw");
+        assert_eq!(name(Test::Lat(perf(Op::Write))), "lat");
+        assert_eq!(name(Test::Verify(perf(Op::Read))), "read");
         assert_eq!(
-            Test::perf_of(PerfKind::Verify, perf(Op::Write)).name(),
+            name(Test::perf_of(PerfKind::Verify, perf(Op::Write))),
             "write"
+        );
+        assert!(Test::Verify(perf(Op::Read)).name().is_diagnostic());
+        assert_eq!(
+            serde_json::to_value(TestName::Pingpong).unwrap(),
+            "pingpong"
         );
         assert!(Test::Bw(perf(Op::Send)).perf().is_some());
     }

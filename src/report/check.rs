@@ -1,8 +1,7 @@
-//! What `rdmadiag check` found, and its four renderings: a table, NHC lines, JSON and the
-//! Prometheus text exposition format.
+//! What `rdmadiag check` found, and its table; its NHC lines and Prometheus metrics are in
+//! report/export/ with every other report's.
 
 use super::{Style, finish};
-use crate::report::prometheus::{Exposition, label};
 use comfy_table::Cell;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
@@ -226,137 +225,10 @@ fn seconds_text(s: f64) -> String {
     }
 }
 
-/// NHC's convention: nothing when every check passed, else one `ERROR: rdmadiag: TARGET: WHAT`
-/// line per failure.
-pub fn nhc(r: &CheckReport) -> String {
-    r.failures()
-        .map(|c| format!("ERROR: rdmadiag: {}: {}\n", c.target, what_failed(c)))
-        .collect()
-}
-
-/// The metric family a check's measured value goes to: (name, help), None for checks that
-/// measure nothing numeric.
-fn family(name: CheckName) -> Option<(&'static str, &'static str)> {
-    Some(match name {
-        CheckName::State => (
-            "rdmadiag_port_state",
-            "Logical port state as sysfs numbers it (1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE).",
-        ),
-        CheckName::PhysState => (
-            "rdmadiag_port_physical_state",
-            "Physical port state as sysfs numbers it (2 POLLING, 3 DISABLED, 5 LINK_UP).",
-        ),
-        CheckName::Rate => (
-            "rdmadiag_port_rate_bytes_per_second",
-            "Port rate, lanes times per-lane signalling rate, in bytes per second.",
-        ),
-        CheckName::Width => ("rdmadiag_port_width_lanes", "Port width in lanes."),
-        CheckName::Mtu => (
-            "rdmadiag_port_mtu_bytes",
-            "MTU checked: the netdev MTU on RoCE, the active IB MTU on InfiniBand.",
-        ),
-        CheckName::ErrorCounters => (
-            "rdmadiag_port_error_counters_increase",
-            "Sum of the rises of the port's error counters over the check's interval.",
-        ),
-        CheckName::LoopbackBw => (
-            "rdmadiag_loopback_bandwidth_bytes_per_second",
-            "RDMA WRITE bandwidth of a short loopback test on the port, bytes per second.",
-        ),
-        CheckName::LoopbackLat => (
-            "rdmadiag_loopback_latency_seconds",
-            "Median RDMA WRITE latency (half round trip) of a short loopback test, seconds.",
-        ),
-        CheckName::PeerBw => (
-            "rdmadiag_peer_bandwidth_bytes_per_second",
-            "RDMA WRITE bandwidth of a short test against the peer server, bytes per second.",
-        ),
-        CheckName::PeerLat => (
-            "rdmadiag_peer_latency_seconds",
-            "Median RDMA WRITE latency (half round trip) to the peer server, seconds.",
-        ),
-        CheckName::Present | CheckName::LinkLayer | CheckName::Gid => return None,
-    })
-}
-
-fn port_labels(c: &Check) -> String {
-    let mut l = format!(
-        "device=\"{}\",port=\"{}\"",
-        label(c.device.as_deref().unwrap_or("")),
-        c.port.map(|p| p.to_string()).unwrap_or_default()
-    );
-    if let Some(p) = &c.peer {
-        write!(l, ",peer=\"{}\"", label(p)).unwrap();
-    }
-    l
-}
-
-/// The Prometheus text exposition format (version 0.0.4), base units, every family with HELP
-/// and TYPE: one `rdmadiag_check_ok` per check, the measured values, and the run's verdict,
-/// duration and time (`unix_time_s`, for alerts on a stale file).
-pub fn prometheus(r: &CheckReport, unix_time_s: f64) -> String {
-    let mut out = Exposition::default();
-    let ok: Vec<(String, f64)> = r
-        .checks
-        .iter()
-        .map(|c| {
-            (
-                format!("check=\"{}\",{}", c.name, port_labels(c)),
-                if c.ok { 1.0 } else { 0.0 },
-            )
-        })
-        .collect();
-    out.gauge_if_any(
-        "rdmadiag_check_ok",
-        "1 when the check passed, 0 when it failed.",
-        ok,
-    );
-    // Families in a fixed order, each once, with every check that measured into it.
-    let mut names: Vec<CheckName> = Vec::new();
-    for c in &r.checks {
-        if !names.contains(&c.name) {
-            names.push(c.name);
-        }
-    }
-    for n in names {
-        let Some((metric, help)) = family(n) else {
-            continue;
-        };
-        let samples: Vec<(String, f64)> = r
-            .checks
-            .iter()
-            .filter(|c| c.name == n)
-            .filter_map(|c| c.value.map(|v| (port_labels(c), v)))
-            .collect();
-        out.gauge_if_any(metric, help, samples);
-    }
-    let whole = |v: f64| [(String::new(), v)];
-    out.gauge(
-        "rdmadiag_check_passed",
-        "1 when every check of the run passed.",
-        whole(if r.passed { 1.0 } else { 0.0 }),
-    );
-    out.gauge(
-        "rdmadiag_check_failed_checks",
-        "How many checks of the run failed.",
-        whole(r.failed as f64),
-    );
-    out.gauge(
-        "rdmadiag_check_duration_seconds",
-        "Wall time of the whole check run.",
-        whole(r.elapsed_s),
-    );
-    out.gauge(
-        "rdmadiag_check_timestamp_seconds",
-        "When the check ran, seconds since the Unix epoch.",
-        whole(unix_time_s.floor()),
-    );
-    out.finish()
-}
-
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use crate::report::export;
 
     fn check(name: CheckName, target: &str, ok: bool, value: Option<f64>) -> Check {
         let (device, port) = match target.split_once(':') {
@@ -377,7 +249,7 @@ mod tests {
         }
     }
 
-    fn sample() -> CheckReport {
+    pub(crate) fn sample() -> CheckReport {
         CheckReport::new(
             vec![
                 check(CheckName::State, "rxe0:1", true, Some(4.0)),
@@ -399,7 +271,7 @@ mod tests {
     fn nhc_prints_nothing_on_success_and_a_line_per_failure() {
         let r = sample();
         assert_eq!(
-            nhc(&r),
+            export::nhc::check(&r),
             "ERROR: rdmadiag: rxe0:1: rate 2.5 Gb/s, expected 100 Gb/s\n\
              ERROR: rdmadiag: rxe0:1: loopback_bw 0.21 Gb/s, expected at least 90 Gb/s\n"
         );
@@ -412,7 +284,9 @@ mod tests {
             0.1,
             30.0,
         );
-        assert!(good.passed && nhc(&good).is_empty() && first_failure(&good).is_none());
+        assert!(
+            good.passed && export::nhc::check(&good).is_empty() && first_failure(&good).is_none()
+        );
     }
 
     #[test]
@@ -436,7 +310,7 @@ mod tests {
 
     #[test]
     fn prometheus_has_help_type_and_one_ok_per_check() {
-        let p = prometheus(&sample(), 1_800_000_000.5);
+        let p = export::prometheus::check(&sample(), 1_800_000_000.5);
         assert!(p.contains("# TYPE rdmadiag_check_ok gauge"), "{p}");
         assert!(
             p.contains("rdmadiag_check_ok{check=\"rate\",device=\"rxe0\",port=\"1\"} 0\n"),
@@ -469,8 +343,8 @@ mod tests {
                 assert_eq!(declared.last().map(String::as_str), Some(name), "{l}");
             }
         }
-        assert_eq!(label("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
-        let complaints = crate::report::prometheus::tests::promtool_complaints(&p);
+        assert_eq!(export::prometheus::label("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+        let complaints = crate::report::export::prometheus::tests::promtool_complaints(&p);
         assert!(complaints.trim().is_empty(), "{complaints}\n{p}");
     }
 }

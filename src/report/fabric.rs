@@ -339,8 +339,5 @@ impl FabricReport {
 mod text;
 pub use text::{MATRIX_MAX_HOSTS, TEXT_MAX_ROWS, fabric_text};
 
-mod export;
-pub use export::{fabric_csv, fabric_prometheus};
-
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -4,12 +4,12 @@
 
 pub mod check;
 pub mod counters;
+pub mod export;
 pub mod fabric;
 pub mod inventory;
 pub mod perf;
 pub mod pingpong;
 pub mod progress;
-pub mod prometheus;
 pub mod thresholds;
 
 use crate::connect::endpoint::Endpoint;
@@ -17,6 +17,8 @@ use anyhow::Result;
 use comfy_table::presets::{NOTHING, UTF8_FULL_CONDENSED};
 use comfy_table::{Attribute, Cell, Color, ContentArrangement, Table};
 use serde::Serialize;
+
+pub use export::json::SCHEMA_VERSION;
 use std::io::{self, IsTerminal, Write};
 
 /// How output should look: boxes and colour on a terminal, plain columns on a pipe.
@@ -139,50 +141,9 @@ pub fn emit(text: &str) -> Result<()> {
     }
 }
 
-/// The version of the JSON documents' layout (docs/json.md); raised when a field changes
-/// meaning or goes away, not when one is added.
-pub const SCHEMA_VERSION: u32 = 2;
-
-/// What every JSON document carries first, so documents from a fleet can be aggregated.
-#[derive(Serialize)]
-struct Envelope<'a, T: Serialize> {
-    schema_version: u32,
-    rdmadiag_version: &'static str,
-    /// This host's name (the kernel's hostname).
-    host: String,
-    /// When the document was made, RFC 3339 in UTC.
-    timestamp: String,
-    #[serde(flatten)]
-    body: &'a T,
-}
-
-/// This host's name, as the kernel knows it (empty when it cannot be read).
-fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .unwrap_or_default()
-}
-
-fn envelope<T: Serialize>(body: &T) -> Envelope<'_, T> {
-    Envelope {
-        schema_version: SCHEMA_VERSION,
-        rdmadiag_version: crate::VERSION,
-        host: hostname(),
-        timestamp: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
-        body,
-    }
-}
-
-/// One pretty-printed JSON document (in the common envelope) and a newline.
-pub fn json_document<T: Serialize>(value: &T) -> Result<String> {
-    let mut s = serde_json::to_string_pretty(&envelope(value))?;
-    s.push('\n');
-    Ok(s)
-}
-
 /// Write one pretty-printed JSON document (in the common envelope) and a newline.
 pub fn emit_json<T: Serialize>(value: &T) -> Result<()> {
-    emit(&json_document(value)?)
+    emit(&export::json::document(value)?)
 }
 
 /// A failure as one JSON document: `{"error": {"message", "exit_code", "phase", "peer"}}` in the
@@ -234,14 +195,14 @@ mod tests {
         struct Body {
             answer: u32,
         }
-        let v = serde_json::to_value(envelope(&Body { answer: 42 })).unwrap();
+        let v = serde_json::to_value(export::json::envelope(&Body { answer: 42 })).unwrap();
         assert_eq!(v["schema_version"], SCHEMA_VERSION);
         assert_eq!(v["rdmadiag_version"], crate::VERSION);
         assert_eq!(v["answer"], 42);
         let ts = v["timestamp"].as_str().unwrap();
         assert!(humantime::parse_rfc3339(ts).is_ok(), "{ts}");
         assert!(v["host"].is_string());
-        let e = serde_json::to_value(envelope(&ErrorDoc {
+        let e = serde_json::to_value(export::json::envelope(&ErrorDoc {
             error: ErrorBody {
                 message: "boom",
                 exit_code: 1,
@@ -254,7 +215,7 @@ mod tests {
         assert_eq!(e["error"]["exit_code"], 1);
         assert_eq!(e["error"]["phase"], "transfer");
         assert_eq!(e["error"]["peer"], "10.0.0.1:18515");
-        let before = serde_json::to_value(envelope(&ErrorDoc {
+        let before = serde_json::to_value(export::json::envelope(&ErrorDoc {
             error: ErrorBody {
                 message: "bad flag",
                 exit_code: 2,

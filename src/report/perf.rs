@@ -1,8 +1,8 @@
 //! The results of bw, lat, write and read runs, and how they read.
 
 use super::{Style, endpoint_text, finish};
-use crate::connect::control::QpType;
 pub use crate::connect::control::{BwFigures, Mismatch};
+use crate::connect::control::{QpType, TestName};
 use crate::connect::endpoint::Endpoint;
 use crate::counters::CounterDeltas;
 use crate::perf::{LatTiming, Op};
@@ -153,7 +153,7 @@ pub struct TcpResult {
 /// The report of a bw/lat/write/read run (docs/json.md).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PerfReport {
-    pub test: String,
+    pub test: TestName,
     pub op: Op,
     pub transport: QpType,
     pub qps: u32,
@@ -202,8 +202,8 @@ pub struct PerfReport {
 }
 
 fn perf_header(r: &PerfReport) -> String {
-    let what = if r.test == r.op.to_string() {
-        format!("RDMA {} diagnostic", r.test.to_uppercase())
+    let what = if r.test.is_diagnostic() {
+        format!("RDMA {} diagnostic", r.test.to_string().to_uppercase())
     } else {
         format!("{} {}", r.test, r.op)
     };

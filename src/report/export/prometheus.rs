@@ -1,7 +1,10 @@
 //! The Prometheus text exposition format (version 0.0.4), written once for every report that
 //! exports to it (`check --format prometheus`, `fabric --prometheus`): gauge families with HELP
-//! and TYPE, label values escaped, NaN and infinities spelled as the format wants.
+//! and TYPE, label values escaped, NaN and infinities spelled as the format wants; then each
+//! report kind's metrics.
 
+use crate::report::check::{Check, CheckName, CheckReport};
+use crate::report::fabric::{FabricReport, PairResult};
 use std::fmt::Write as _;
 
 /// A label value with `\`, `"` and newlines escaped.
@@ -60,6 +63,226 @@ impl Exposition {
     pub fn finish(self) -> String {
         self.out
     }
+}
+
+// ---- rdmadiag check ----
+
+/// The metric family a check's measured value goes to: (name, help), None for checks that
+/// measure nothing numeric.
+fn check_family(name: CheckName) -> Option<(&'static str, &'static str)> {
+    Some(match name {
+        CheckName::State => (
+            "rdmadiag_port_state",
+            "Logical port state as sysfs numbers it (1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE).",
+        ),
+        CheckName::PhysState => (
+            "rdmadiag_port_physical_state",
+            "Physical port state as sysfs numbers it (2 POLLING, 3 DISABLED, 5 LINK_UP).",
+        ),
+        CheckName::Rate => (
+            "rdmadiag_port_rate_bytes_per_second",
+            "Port rate, lanes times per-lane signalling rate, in bytes per second.",
+        ),
+        CheckName::Width => ("rdmadiag_port_width_lanes", "Port width in lanes."),
+        CheckName::Mtu => (
+            "rdmadiag_port_mtu_bytes",
+            "MTU checked: the netdev MTU on RoCE, the active IB MTU on InfiniBand.",
+        ),
+        CheckName::ErrorCounters => (
+            "rdmadiag_port_error_counters_increase",
+            "Sum of the rises of the port's error counters over the check's interval.",
+        ),
+        CheckName::LoopbackBw => (
+            "rdmadiag_loopback_bandwidth_bytes_per_second",
+            "RDMA WRITE bandwidth of a short loopback test on the port, bytes per second.",
+        ),
+        CheckName::LoopbackLat => (
+            "rdmadiag_loopback_latency_seconds",
+            "Median RDMA WRITE latency (half round trip) of a short loopback test, seconds.",
+        ),
+        CheckName::PeerBw => (
+            "rdmadiag_peer_bandwidth_bytes_per_second",
+            "RDMA WRITE bandwidth of a short test against the peer server, bytes per second.",
+        ),
+        CheckName::PeerLat => (
+            "rdmadiag_peer_latency_seconds",
+            "Median RDMA WRITE latency (half round trip) to the peer server, seconds.",
+        ),
+        CheckName::Present | CheckName::LinkLayer | CheckName::Gid => return None,
+    })
+}
+
+fn port_labels(c: &Check) -> String {
+    let mut l = format!(
+        "device=\"{}\",port=\"{}\"",
+        label(c.device.as_deref().unwrap_or("")),
+        c.port.map(|p| p.to_string()).unwrap_or_default()
+    );
+    if let Some(p) = &c.peer {
+        write!(l, ",peer=\"{}\"", label(p)).unwrap();
+    }
+    l
+}
+
+/// The Prometheus text exposition format (version 0.0.4), base units, every family with HELP
+/// and TYPE: one `rdmadiag_check_ok` per check, the measured values, and the run's verdict,
+/// duration and time (`unix_time_s`, for alerts on a stale file).
+pub fn check(r: &CheckReport, unix_time_s: f64) -> String {
+    let mut out = Exposition::default();
+    let ok: Vec<(String, f64)> = r
+        .checks
+        .iter()
+        .map(|c| {
+            (
+                format!("check=\"{}\",{}", c.name, port_labels(c)),
+                if c.ok { 1.0 } else { 0.0 },
+            )
+        })
+        .collect();
+    out.gauge_if_any(
+        "rdmadiag_check_ok",
+        "1 when the check passed, 0 when it failed.",
+        ok,
+    );
+    // Families in a fixed order, each once, with every check that measured into it.
+    let mut names: Vec<CheckName> = Vec::new();
+    for c in &r.checks {
+        if !names.contains(&c.name) {
+            names.push(c.name);
+        }
+    }
+    for n in names {
+        let Some((metric, help)) = check_family(n) else {
+            continue;
+        };
+        let samples: Vec<(String, f64)> = r
+            .checks
+            .iter()
+            .filter(|c| c.name == n)
+            .filter_map(|c| c.value.map(|v| (port_labels(c), v)))
+            .collect();
+        out.gauge_if_any(metric, help, samples);
+    }
+    let whole = |v: f64| [(String::new(), v)];
+    out.gauge(
+        "rdmadiag_check_passed",
+        "1 when every check of the run passed.",
+        whole(if r.passed { 1.0 } else { 0.0 }),
+    );
+    out.gauge(
+        "rdmadiag_check_failed_checks",
+        "How many checks of the run failed.",
+        whole(r.failed as f64),
+    );
+    out.gauge(
+        "rdmadiag_check_duration_seconds",
+        "Wall time of the whole check run.",
+        whole(r.elapsed_s),
+    );
+    out.gauge(
+        "rdmadiag_check_timestamp_seconds",
+        "When the check ran, seconds since the Unix epoch.",
+        whole(unix_time_s.floor()),
+    );
+    out.finish()
+}
+
+// ---- rdmadiag fabric ----
+
+/// Prometheus text exposition format: per-pair gauges in base units (bytes per second,
+/// seconds, as the check's metrics and promtool's lint want) and the suspects.
+pub fn fabric(r: &FabricReport) -> String {
+    let mut out = Exposition::default();
+    let mut gauge = |name: &str, help: &str, rows: Vec<(String, f64)>| out.gauge(name, help, rows);
+    let pairs: Vec<&PairResult> = r.pairs.iter().filter(|p| !p.retested).collect();
+    let pl = |p: &PairResult, src: &str, dst: &str| {
+        format!(
+            "src=\"{}\",dst=\"{}\",round=\"{}\"",
+            label(src),
+            label(dst),
+            p.round
+        )
+    };
+    let mut bw = Vec::new();
+    for p in &pairs {
+        if let Some(v) = p.bw_gbps {
+            bw.push((pl(p, &p.a, &p.b), v * 1e9 / 8.0));
+        }
+        if let Some(v) = p.bw_gbps_reverse {
+            bw.push((pl(p, &p.b, &p.a), v * 1e9 / 8.0));
+        }
+    }
+    gauge(
+        "rdmadiag_fabric_bandwidth_bytes_per_second",
+        "Bandwidth of a pair, one direction, bytes per second.",
+        bw,
+    );
+    gauge(
+        "rdmadiag_fabric_latency_seconds",
+        "Median half round trip latency of a pair, seconds.",
+        pairs
+            .iter()
+            .filter_map(|p| Some((pl(p, &p.a, &p.b), p.lat_us? / 1e6)))
+            .collect(),
+    );
+    gauge(
+        "rdmadiag_fabric_pair_flagged",
+        "1 when the pair was flagged.",
+        pairs
+            .iter()
+            .map(|p| (pl(p, &p.a, &p.b), f64::from(u8::from(p.flagged))))
+            .collect(),
+    );
+    gauge(
+        "rdmadiag_fabric_suspect_host",
+        "1 for each host the verdict suspects, 0 for the others.",
+        r.hosts
+            .iter()
+            .map(|h| {
+                let s = r.suspects.hosts.contains(&h.host);
+                (
+                    format!("host=\"{}\"", label(&h.host)),
+                    f64::from(u8::from(s)),
+                )
+            })
+            .collect(),
+    );
+    gauge(
+        "rdmadiag_fabric_suspect_link",
+        "1 for each link the verdict suspects.",
+        r.suspects
+            .links
+            .iter()
+            .map(|[a, b]| (format!("a=\"{}\",b=\"{}\"", label(a), label(b)), 1.0))
+            .collect(),
+    );
+    gauge(
+        "rdmadiag_fabric_suspect_group_host",
+        "1 for each host of a suspect group (fast among themselves, slow to the rest).",
+        r.suspects
+            .groups
+            .iter()
+            .enumerate()
+            .flat_map(|(i, g)| {
+                g.iter()
+                    .map(move |h| (format!("group=\"{i}\",host=\"{}\"", label(h)), 1.0))
+            })
+            .collect(),
+    );
+    gauge(
+        "rdmadiag_fabric_findings",
+        "Fabric-wide findings that fail the run.",
+        vec![(
+            String::new(),
+            r.findings.iter().filter(|f| f.fails).count() as f64,
+        )],
+    );
+    gauge(
+        "rdmadiag_fabric_missing_ranks",
+        "Ranks that did not join or left mid-run.",
+        vec![(String::new(), r.missing.len() as f64)],
+    );
+    out.finish()
 }
 
 #[cfg(test)]

@@ -82,7 +82,7 @@ fn text_marks_flagged_cells_and_names_suspects() {
 
 #[test]
 fn csv_has_one_row_per_pair_and_quotes_fields() {
-    let c = fabric_csv(&sample());
+    let c = crate::report::export::csv::fabric(&sample());
     let lines: Vec<&str> = c.lines().collect();
     assert_eq!(lines.len(), 3, "{c}");
     assert!(lines[2].starts_with("a,\"c,\"\"x\"\"\",1,0.1,"), "{c}");
@@ -90,7 +90,7 @@ fn csv_has_one_row_per_pair_and_quotes_fields() {
 
 #[test]
 fn prometheus_lines_are_well_formed() {
-    let p = fabric_prometheus(&sample());
+    let p = crate::report::export::prometheus::fabric(&sample());
     assert!(
         p.contains(
             "rdmadiag_fabric_bandwidth_bytes_per_second{src=\"a\",dst=\"b\",round=\"1\"} 125000000\n"
@@ -110,8 +110,8 @@ fn prometheus_lines_are_well_formed() {
     let mut odd = sample();
     odd.pairs[0].bw_gbps = Some(f64::NAN);
     odd.pairs[0].lat_us = Some(f64::INFINITY);
-    let p = fabric_prometheus(&odd);
+    let p = crate::report::export::prometheus::fabric(&odd);
     assert!(p.contains("} NaN\n") && p.contains("} +Inf\n"), "{p}");
-    let complaints = crate::report::prometheus::tests::promtool_complaints(&p);
+    let complaints = crate::report::export::prometheus::tests::promtool_complaints(&p);
     assert!(complaints.trim().is_empty(), "{complaints}\n{p}");
 }

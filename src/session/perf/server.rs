@@ -5,7 +5,9 @@ use super::qps::PerfQps;
 use super::rounds::{RoundContext, RoundOutcome, RoundPlan, prepare_round, run_round};
 use super::vs_tcp::tcp_server_round;
 use super::{Kind, validate, verify_slots};
-use crate::connect::control::{ControlChannel, Message, Op, RoundSummary, TestSpec, Verification};
+use crate::connect::control::{
+    ControlChannel, Message, Op, RoundSummary, TestName, TestSpec, Verification,
+};
 use crate::connect::endpoint::Endpoint;
 use crate::connect::establish::{self, Connected};
 use crate::exit::DataMismatch;
@@ -18,7 +20,7 @@ use anyhow::{Result, bail};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PerfServed {
     /// The test the client asked for (`bw`, `lat`, `write` or `read`).
-    pub test: String,
+    pub test: TestName,
     /// RDMA rounds run (one per size; the diagnostics run several per size).
     pub rounds: u64,
 }
