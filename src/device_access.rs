@@ -83,13 +83,14 @@ pub fn gid_table(
         if gid.is_zero() {
             continue;
         }
-        out.push(GidEntry {
-            port,
-            index,
+        let at = (port, index);
+        out.push(sysfs::gid_entry(
+            &root,
+            ctx.name(),
+            at,
             gid,
-            gid_type: sysfs::gid_type(&root, ctx.name(), port, index, attr.link_layer),
-            netdev: sysfs::gid_netdev(&root, ctx.name(), port, index),
-        });
+            attr.link_layer,
+        ));
     }
     Ok(out)
 }

@@ -146,18 +146,29 @@ pub fn gid_table(root: &Path, dev: &str, port: u8, link_layer: LinkLayer) -> Vec
         if gid.is_zero() {
             continue;
         }
-        out.push(GidEntry {
-            port,
-            index,
-            gid,
-            gid_type: gid_type(root, dev, port, index, link_layer),
-            netdev: gid_netdev(root, dev, port, index),
-        });
+        out.push(gid_entry(root, dev, (port, index), gid, link_layer));
     }
     out
 }
 
 /// The netdev of GID `index` (`gid_attrs/ndevs/N`); absent on InfiniBand.
+/// GID `index` of `dev`'s `port`, with its type and network device as sysfs tells them.
+pub fn gid_entry(
+    root: &Path,
+    dev: &str,
+    (port, index): (u8, u32),
+    gid: Gid,
+    link_layer: LinkLayer,
+) -> GidEntry {
+    GidEntry {
+        port,
+        index,
+        gid,
+        gid_type: gid_type(root, dev, port, index, link_layer),
+        netdev: gid_netdev(root, dev, port, index),
+    }
+}
+
 pub fn gid_netdev(root: &Path, dev: &str, port: u8, index: u32) -> Option<String> {
     read_trimmed(
         &port_dir(root, dev, port)

@@ -107,32 +107,7 @@ mod tests {
     }
 
     fn port() -> PortInfo {
-        use crate::ib::{LinkLayer, PhysState, PortState};
-        PortInfo {
-            device: "rxe0".into(),
-            port: 1,
-            state: PortState::Active,
-            physical_state: PhysState::LinkUp,
-            link_layer: LinkLayer::Ethernet,
-            lid: 0,
-            sm_lid: 0,
-            lmc: 0,
-            active_width: None,
-            active_speed: None,
-            speed_per_lane_gbps: None,
-            rate_gbps: None,
-            netdev: None,
-            netdev_mtu: None,
-            active_mtu: None,
-            default_gid_index: None,
-            gids: vec![],
-            pkeys: vec![],
-            details: None,
-            counters: None,
-            hw_counters: None,
-            error_counters: None,
-            counter_deltas: None,
-        }
+        crate::report::inventory::tests::port()
     }
 
     #[test]

@@ -399,12 +399,7 @@ mod tests {
     fn spec() -> TestSpec {
         TestSpec {
             link: LinkSpec::plain(QpType::Rc),
-            test: Test::Pingpong(PingpongSpec {
-                size: 4096,
-                iterations: 1000,
-                rx_depth: 500,
-                events: false,
-            }),
+            test: Test::Pingpong(PingpongSpec::polled(4096, 1000, 500)),
         }
     }
 

@@ -208,6 +208,18 @@ pub struct PingpongSpec {
     pub events: bool,
 }
 
+impl PingpongSpec {
+    /// `iterations` round trips of `size` bytes, `rx_depth` receives posted, busy polling.
+    pub fn polled(size: u32, iterations: u64, rx_depth: u32) -> PingpongSpec {
+        PingpongSpec {
+            size,
+            iterations,
+            rx_depth,
+            events: false,
+        }
+    }
+}
+
 impl TestSpec {
     /// The one rule for which operation, transport and connection method go together, used by
     /// the command line (a usage error) and by a server (a refusal). The reason names the flag.
@@ -544,12 +556,7 @@ mod tests {
     fn the_request_is_tagged_by_its_test_and_carries_only_that_test_s_fields() {
         let pp = TestSpec {
             link: LinkSpec::plain(QpType::Rc),
-            test: Test::Pingpong(PingpongSpec {
-                size: 4096,
-                iterations: 10,
-                rx_depth: 64,
-                events: false,
-            }),
+            test: Test::Pingpong(PingpongSpec::polled(4096, 10, 64)),
         };
         let v = serde_json::to_value(&pp).unwrap();
         assert_eq!(v["test"]["kind"], "pingpong");

@@ -346,10 +346,10 @@ pub fn ports_text(r: &PortsReport, style: Style) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    pub(super) fn port() -> PortInfo {
+    pub(crate) fn port() -> PortInfo {
         PortInfo {
             device: "rxe0".into(),
             port: 1,

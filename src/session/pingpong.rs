@@ -95,11 +95,12 @@ fn params(r: Run, opts: &SessionOptions, peer: &str) -> PingpongParams {
     }
 }
 
-fn check_ud_size(tq: &TestQp, r: Run) -> Result<()> {
-    let mtu = tq.path_mtu.map_or(0, |m| m.bytes());
-    if r.link().transport == QpType::Ud && r.pp.size > mtu {
+/// UD messages must fit one MTU: `limit` is the path MTU (`what` says so) or, before the QP
+/// connects, what the local port and `--mtu` allow.
+fn ud_size_fits(r: Run, limit: u32, what: &str) -> Result<()> {
+    if r.link().transport == QpType::Ud && r.pp.size > limit {
         return Err(UsageError(format!(
-            "UD messages must fit in one MTU: -s {} is larger than the path MTU {mtu}",
+            "UD messages must fit in one MTU: -s {} is larger than {what}{limit}",
             r.pp.size
         ))
         .into());
@@ -107,21 +108,14 @@ fn check_ud_size(tq: &TestQp, r: Run) -> Result<()> {
     Ok(())
 }
 
-/// UD messages must fit one MTU: refuse early what the local port alone rules out.
+fn check_ud_size(tq: &TestQp, r: Run) -> Result<()> {
+    ud_size_fits(r, tq.path_mtu.map_or(0, |m| m.bytes()), "the path MTU ")
+}
+
+/// Refuse early what the local port alone rules out.
 fn precheck_ud_size(local: &LocalPort, r: Run) -> Result<()> {
-    let limit = r
-        .link()
-        .mtu
-        .unwrap_or(u32::MAX)
-        .min(local.active_mtu().bytes());
-    if r.link().transport == QpType::Ud && r.pp.size > limit {
-        return Err(UsageError(format!(
-            "UD messages must fit in one MTU: -s {} is larger than {limit}",
-            r.pp.size
-        ))
-        .into());
-    }
-    Ok(())
+    let port = local.active_mtu().bytes();
+    ud_size_fits(r, r.link().mtu.unwrap_or(u32::MAX).min(port), "")
 }
 
 fn describe(opts: &SessionOptions, who: &str, e: &Endpoint) {
@@ -344,8 +338,20 @@ fn ibv_remote(d: &IbvDest, local: &LocalPort) -> Endpoint {
     }
 }
 
+/// How a report names a run against rdma-core's ibv_*_pingpong.
+const IBV: Option<&str> = Some("ibv");
+
 /// rdma-core's MTU when neither side says (ibv_rc_pingpong's -m default).
 const IBV_DEFAULT_MTU: u32 = 1024;
+
+/// Connect to an rdma-core peer from what its exchange told (at `--mtu`, else its default).
+fn compat_connect(tq: &mut TestQp, theirs: &IbvDest, run: Run) -> Result<Endpoint> {
+    let remote = ibv_remote(theirs, &tq.local);
+    let mtu = run.link().mtu.unwrap_or(IBV_DEFAULT_MTU);
+    tq.connect(&remote, Some(mtu), run.link().qos())?;
+    check_ud_size(tq, run)?;
+    Ok(remote)
+}
 
 fn compat_client(opts: &SessionOptions, run: Run, progress: &Progress) -> Result<PingpongReport> {
     let stream = dial(opts)?;
@@ -359,14 +365,8 @@ fn compat_client(opts: &SessionOptions, run: Run, progress: &Progress) -> Result
     let p = params(run, opts, &peer);
     pingpong::post_receives(&tq, &p)?;
     let theirs = compat_ibv::client_exchange(&mut ch, &ibv_dest(&tq))?;
-    let remote = ibv_remote(&theirs, &tq.local);
     describe(opts, "local", &tq.endpoint());
-    tq.connect(
-        &remote,
-        Some(run.link().mtu.unwrap_or(IBV_DEFAULT_MTU)),
-        run.link().qos(),
-    )?;
-    check_ud_size(&tq, run)?;
+    let remote = compat_connect(&mut tq, &theirs, run)?;
     phase::enter(TRANSFER, None);
     let outcome = pingpong::run(
         &tq,
@@ -376,14 +376,7 @@ fn compat_client(opts: &SessionOptions, run: Run, progress: &Progress) -> Result
         progress,
         &STOP,
     )?;
-    Ok(report(
-        run,
-        &tq,
-        tq.endpoint(),
-        remote,
-        &outcome,
-        Some("ibv"),
-    ))
+    Ok(report(run, &tq, tq.endpoint(), remote, &outcome, IBV))
 }
 
 /// Serve one ibv_rc_pingpong (or ibv_ud_pingpong) client, with our own flags.
@@ -402,13 +395,7 @@ pub fn compat_serve(
     let p = params(run, opts, &peer);
     pingpong::post_receives(&tq, &p)?;
     let theirs = compat_ibv::server_read(&mut ch)?;
-    let remote = ibv_remote(&theirs, &tq.local);
-    tq.connect(
-        &remote,
-        Some(run.link().mtu.unwrap_or(IBV_DEFAULT_MTU)),
-        run.link().qos(),
-    )?;
-    check_ud_size(&tq, run)?;
+    let remote = compat_connect(&mut tq, &theirs, run)?;
     describe(opts, "local", &tq.endpoint());
     compat_ibv::server_finish(&mut ch, &ibv_dest(&tq))?;
     phase::enter(TRANSFER, None);
@@ -421,12 +408,5 @@ pub fn compat_serve(
         &STOP,
     )
     .map_err(|e| anyhow!("{e:#} (ibv_rc_pingpong client {peer})"))?;
-    Ok(report(
-        run,
-        &tq,
-        tq.endpoint(),
-        remote,
-        &outcome,
-        Some("ibv"),
-    ))
+    Ok(report(run, &tq, tq.endpoint(), remote, &outcome, IBV))
 }

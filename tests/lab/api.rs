@@ -138,12 +138,7 @@ fn pingpong_and_latency_in_process() {
     require_rxe0();
     let pp = TestSpec {
         link: LinkSpec::plain(QpType::Rc),
-        test: Test::Pingpong(PingpongSpec {
-            size: 4096,
-            iterations: 100,
-            rx_depth: 500,
-            events: false,
-        }),
+        test: Test::Pingpong(PingpongSpec::polled(4096, 100, 500)),
     };
     match rdmadiag::run(&pp, &opts(0), Role::Loopback, &Unobserved).expect("pingpong") {
         TestReport::Pingpong(r) => {

@@ -129,12 +129,7 @@ mod tests {
         assert!(validate(&spec(Kind::Verify, Op::Send, QpType::Rc)).is_err());
         let pingpong = TestSpec {
             link: LinkSpec::plain(QpType::Rc),
-            test: Test::Pingpong(PingpongSpec {
-                size: 1,
-                iterations: 1,
-                rx_depth: 1,
-                events: false,
-            }),
+            test: Test::Pingpong(PingpongSpec::polled(1, 1, 1)),
         };
         assert!(validate(&pingpong).is_err());
         let mut s = spec(Kind::Bw, Op::Write, QpType::Uc);
