@@ -20,10 +20,11 @@
 # lab's noise quadratic: not done after 15 minutes). On the 2-core machine: 1024 hosts all-pairs
 # (523,776 pairs, 33 runs) in 15 s at 204 MB peak, the slowest verdict 0.9 s (32 s and 288 MB
 # before, beside a running lab); 4096 hosts all-pairs (8,386,560 pairs a run), 11 runs a noise:
-# at +-5 % and +-20 % 77 s each, the slowest verdict 8.2 s, peak 1.24 GB (the sheet alone is
-# 600 MB); in the lab's noise, whose heavy tail charges some 685,000 directions a run and
-# retests them (975,000 retests), 182 s, the slowest verdict 18 s (25 s beside a busy build),
-# peak 2.75 GB (the retests' results and the suspects' notes: over the issue's 2 GB).
+# at +-5 % 79 s, the slowest verdict 8.5 s, peak 1.22 GB (the sheet alone is 600 MB; +-20 %,
+# not measured again: 77 s, 1.16 GB); in the lab's noise, whose heavy tail charges some 685,000
+# directions a run and retests them (975,000 retests), 170 s, the slowest verdict 16.5 s, peak
+# 1.50 GB (182 s, 18 s and 2.75 GB, over the issue's 2 GB, while the trials held each retest's
+# whole result, 1.3 GB of them: now a lean record each, the results handed out as they come).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 cargo test --quiet --profile bench --test fabric_verdict --no-run
