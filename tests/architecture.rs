@@ -525,7 +525,7 @@ fn files_containing(needle: &str, in_strings: bool, allowed: &[&str]) -> Vec<Str
         .collect()
 }
 
-/// Which test a request runs is a type (connect/protocol.rs `Test`), never a name compared as
+/// Which test a request runs is a type (connect/request.rs `Test`), never a name compared as
 /// a string: a new test is a variant the compiler makes every dispatch handle.
 #[test]
 fn no_test_is_dispatched_by_its_name() {

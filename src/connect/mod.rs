@@ -9,4 +9,5 @@ pub mod establish;
 pub mod heartbeat;
 pub mod key;
 pub mod protocol;
+pub mod request;
 pub mod test_qp;
