@@ -84,6 +84,14 @@ pub fn decode(body: &[u8]) -> Result<Message> {
     serde_json::from_slice(body).map_err(|e| anyhow!("malformed control message: {e}"))
 }
 
+/// Whether an undecodable frame body is a test request (its `type` says so).
+fn is_request(body: &[u8]) -> bool {
+    serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v.get("type")?.as_str().map(str::to_string))
+        .is_some_and(|t| t == "request" || t == "perf_request")
+}
+
 /// Check a frame's length prefix before allocating for it.
 pub fn check_length(len: u32) -> Result<usize> {
     let len = len as usize;
@@ -384,7 +392,22 @@ impl ControlChannel {
             .map_err(|e| anyhow!("{e} from {} while waiting for {what}", self.peer))?;
         let mut body = vec![0u8; len];
         self.read_exact_by(&mut body, what)?;
-        let msg = decode(&body).map_err(|e| anyhow!("{e} (from {})", self.peer))?;
+        let msg = match decode(&body) {
+            Ok(msg) => msg,
+            Err(e) => {
+                // A request this side cannot read (another release's, or garbage) is refused,
+                // so the client says why instead of seeing the connection close.
+                if is_request(&body) {
+                    let _ = self.send(&Message::Refuse {
+                        reason: format!(
+                            "{e}: this rdmadiag (control protocol {PROTOCOL_VERSION}) cannot \
+                             read that test request"
+                        ),
+                    });
+                }
+                bail!("{e} (from {})", self.peer)
+            }
+        };
         if let Message::Error { message } = &msg {
             bail!("{} reported an error: {message}", self.peer);
         }
@@ -478,5 +501,53 @@ mod tests {
             "{e}"
         );
         t.join().unwrap();
+    }
+
+    /// A request this side cannot read (another release's test, a field out of range) is
+    /// answered with a refusal that says why; other unreadable messages are not answered.
+    #[test]
+    fn an_unreadable_request_is_refused_saying_why() {
+        use std::net::TcpListener;
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let t = std::thread::spawn(move || {
+            let mut answers = Vec::new();
+            for _ in 0..2 {
+                let (s, _) = l.accept().unwrap();
+                let mut ch = ControlChannel::new(s, Duration::from_secs(5)).unwrap();
+                answers.push(ch.recv("the test request").unwrap_err().to_string());
+            }
+            answers
+        });
+        let body = |b: &[u8]| {
+            let mut f = (b.len() as u32).to_be_bytes().to_vec();
+            f.extend_from_slice(b);
+            f
+        };
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.write_all(&body(br#"{"type":"request","spec":{"link":{"transport":"RC","mtu":null,"cm":false},"test":{"kind":"atomic"}},"endpoint":{}}"#)).unwrap();
+        let mut ch = ControlChannel::new(c, Duration::from_secs(5)).unwrap();
+        match ch.recv("the answer").unwrap() {
+            Message::Refuse { reason } => assert!(
+                reason.contains("atomic") && reason.contains("cannot read that test request"),
+                "{reason}"
+            ),
+            other => panic!("{other:?}"),
+        }
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.write_all(&body(br#"{"type":"launch_missiles"}"#))
+            .unwrap();
+        c.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut rest = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut c, &mut rest);
+        assert!(
+            rest.is_empty(),
+            "answered a message that is no request: {rest:?}"
+        );
+        let server = t.join().unwrap();
+        assert!(
+            server[0].contains("malformed control message"),
+            "{server:?}"
+        );
     }
 }

@@ -151,9 +151,11 @@ fn persistent_server_survives_hostile_messages() {
         Hostile {
             name: "unknown test",
             greet: true,
-            bytes: request(json!({"test": "nonsense", "transport": "RC", "size": 64,
-                      "iterations": 20, "rx_depth": 500, "events": false, "mtu": null,
-                      "cm": false})),
+            bytes: request(
+                json!({"link": {"transport": "RC", "mtu": null, "cm": false},
+                      "test": {"kind": "nonsense", "size": 64, "iterations": 20,
+                               "rx_depth": 500, "events": false}}),
+            ),
             refused: true,
             logged: "nonsense",
         },

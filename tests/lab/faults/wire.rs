@@ -64,19 +64,19 @@ pub(super) fn endpoint() -> Value {
 
 pub(super) fn pingpong_spec(size: Value, iterations: Value) -> Value {
     json!({
-        "test": "pingpong", "transport": "RC", "size": size, "iterations": iterations,
-        "rx_depth": 500, "events": false, "mtu": null, "cm": false
+        "link": {"transport": "RC", "mtu": null, "cm": false},
+        "test": {"kind": "pingpong", "size": size, "iterations": iterations, "rx_depth": 500,
+                 "events": false}
     })
 }
 
 pub(super) fn perf_spec(qps: Value, sizes: Value, iterations: Value) -> Value {
     json!({
-        "test": "bw", "transport": "RC", "size": 65536, "iterations": 10, "rx_depth": 128,
-        "events": false, "mtu": null, "cm": false,
-        "perf": {
-            "op": "send", "sizes": sizes, "iterations": iterations, "duration_ms": null,
-            "qps": qps, "tx_depth": 128, "cq_mod": 1, "post_list": 1, "inline": 0,
-            "bidirectional": false
+        "link": {"transport": "RC", "mtu": null, "cm": false},
+        "test": {
+            "kind": "bw", "op": "send", "sizes": sizes, "iterations": iterations,
+            "duration_ms": null, "qps": qps, "tx_depth": 128, "cq_mod": 1, "post_list": 1,
+            "inline": 0, "bidirectional": false
         }
     })
 }
