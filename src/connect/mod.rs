@@ -1,5 +1,5 @@
 //! The connection layer: control channel and its heartbeat, addressing, QP set-up and
-//! establishment, and the rdma-core compat exchange.
+//! establishment, the rdma-core compat exchange, and perftest's wire formats.
 
 pub mod admission;
 pub mod compat_ibv;
@@ -8,6 +8,7 @@ pub mod endpoint;
 pub mod establish;
 pub mod heartbeat;
 pub mod key;
+pub mod perftest_wire;
 pub mod protocol;
 pub mod request;
 pub mod test_qp;
