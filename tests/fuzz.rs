@@ -1,5 +1,5 @@
 //! Property tests ("fuzzing" on the stable toolchain) of every parser that reads untrusted or
-//! hand-typed input: the control frames, the fabric wire and its handshake, the host list, the
+//! hand-typed input: the control frames, perftest's out-of-band messages, the fabric wire and its handshake, the host list, the
 //! units and thresholds, the launchers' environments, the sysfs and `scontrol` readers, what
 //! `unmunge` prints for a rank's credential, key files. None may panic, and what parses must mean
 //! what it says. Each target also replays its committed corpus (fuzz/corpus/<target>/); a crash
@@ -18,6 +18,10 @@ use proptest::sample::Index;
 use proptest::test_runner::TestRunner;
 use rdmadiag::connect::compat_ibv::{format_dest, parse_dest};
 use rdmadiag::connect::control::{MAX_FRAME, check_length, decode, describe_foreign, encode};
+use rdmadiag::connect::perftest_wire::{
+    self as perftest, BwReport, KEY_LEN, KEY_LEN_GID, NEGOTIATION_LEN, NEGOTIATION_LEN_NO_MLX5DV,
+    Negotiation, PerftestKey, SysData, Version,
+};
 use rdmadiag::exit::UsageError;
 use rdmadiag::fabric::auth::{
     self, Auth, Direction, Greeting, MungeJob, OpenError, Proof, StepLayout,
@@ -535,8 +539,87 @@ fn unmunge_corpus() {
     );
 }
 
+/// What a perftest peer might send: its messages' own lengths more often than not, bytes drawn
+/// from the key messages' alphabet (hex digits, ':', NUL) or from anywhere.
+fn perftest_message() -> impl Strategy<Value = Vec<u8>> {
+    let lens = prop_oneof![
+        Just(perftest::VERSION_LEN),
+        Just(8usize),
+        Just(2usize),
+        Just(4usize),
+        Just(KEY_LEN),
+        Just(KEY_LEN_GID),
+        Just(36usize),
+        Just(40usize),
+        Just(NEGOTIATION_LEN_NO_MLX5DV),
+        Just(NEGOTIATION_LEN),
+        0usize..400,
+    ];
+    let byte = prop_oneof![
+        3 => prop::sample::select(b"0123456789abcdefABCDEF:.\0".to_vec()),
+        1 => any::<u8>(),
+    ];
+    lens.prop_flat_map(move |n| prop::collection::vec(byte.clone(), n))
+}
+
+/// Every perftest decoder on `data`: no panic, and whatever decodes encodes to what decodes to
+/// the same value again (a parsed message means what it says).
+fn perftest_messages(data: &[u8]) {
+    if let Ok(v) = Version::decode(data) {
+        assert_eq!(Version::decode(&v.encode()).unwrap(), v, "{data:?}");
+    }
+    if let Ok(s) = SysData::decode(data) {
+        assert_eq!(SysData::decode(&s.encode()).unwrap(), s, "{data:?}");
+    }
+    if let Ok(m) = perftest::decode_mtu(data) {
+        let again = perftest::encode_mtu(m, data.len()).unwrap();
+        assert_eq!(perftest::decode_mtu(&again).unwrap(), m, "{data:?}");
+    }
+    if let Ok(k) = PerftestKey::decode(data) {
+        let again = k.encode();
+        assert_eq!(again.len(), data.len(), "{data:?}");
+        assert_eq!(PerftestKey::decode(&again).unwrap(), k, "{data:?}");
+    }
+    for common in [Version::new(5, 70), Version::new(6, 6), Version::new(5, 0)] {
+        if let Ok(r) = BwReport::decode(data, common) {
+            let again = r.encode(common).unwrap();
+            let r2 = BwReport::decode(&again, common).unwrap();
+            // NaN is not equal to itself: compare the bits.
+            assert_eq!(format!("{r2:?}"), format!("{r:?}"), "{data:?}");
+        }
+    }
+    if let Ok(n) = Negotiation::decode(data) {
+        let again: Negotiation = Negotiation::decode(&n.encode()).unwrap();
+        assert_eq!(again, n, "{data:?}");
+        assert!(perftest::mismatches(&n, &again).is_empty());
+    }
+}
+
+#[test]
+fn perftest_messages_have_a_control() {
+    // The property can fail: real messages decode (a decoder refusing all would pass it).
+    let key = PerftestKey {
+        lid: 1,
+        out_reads: 16,
+        qpn: 0x123456,
+        psn: 0xabcdef,
+        rkey: 0x1000,
+        vaddr: 0x7f00_0000_0000,
+        gid: None,
+        srqn: 0,
+    };
+    assert!(PerftestKey::decode(&key.encode()).is_ok());
+    assert!(Version::decode(&Version::new(6, 6).encode()).is_ok());
+    perftest_messages(&key.encode());
+}
+
 proptest! {
     #![proptest_config(config())]
+
+    #[test]
+    fn perftest_wire_messages(data in perftest_message()) {
+        perftest_messages(&data);
+    }
 
     #[test]
     fn control_frames(data in texty()) {
