@@ -255,69 +255,36 @@ impl Negotiation {
     }
 }
 
+/// ON or OFF, as perftest prints a switch.
+fn on_off(b: bool) -> String {
+    String::from(if b { "ON" } else { "OFF" })
+}
+
 /// Each field perftest requires equal (test_method to data_validation, in its order) that
 /// differs, as one line naming it with both values; empty when the two agree.
 pub fn mismatches(ours: &Negotiation, theirs: &Negotiation) -> Vec<String> {
-    let on = |b: bool| String::from(if b { "ON" } else { "OFF" });
-    let fields: [(&str, String, String); 17] = [
-        (
-            "test_method",
-            ours.test_method.name().into(),
-            theirs.test_method.name().into(),
-        ),
-        (
-            "connection_type",
-            ours.connection_type.name().into(),
-            theirs.connection_type.name().into(),
-        ),
-        ("verb", ours.verb.name().into(), theirs.verb.name().into()),
-        ("tst", ours.tst.name().into(), theirs.tst.name().into()),
-        (
-            "atomicType",
-            ours.atomic_type.name().into(),
-            theirs.atomic_type.name().into(),
-        ),
-        (
-            "test_type",
-            ours.test_type.name().into(),
-            theirs.test_type.name().into(),
-        ),
-        (
-            "report_fmt",
-            ours.report_fmt.name().into(),
-            theirs.report_fmt.name().into(),
-        ),
-        ("size", ours.size.to_string(), theirs.size.to_string()),
-        ("iters", ours.iters.to_string(), theirs.iters.to_string()),
-        ("aes_xts", on(ours.aes_xts), on(theirs.aes_xts)),
-        (
-            "num_of_qps",
-            ours.num_of_qps.to_string(),
-            theirs.num_of_qps.to_string(),
-        ),
-        (
-            "duration",
-            ours.duration.to_string(),
-            theirs.duration.to_string(),
-        ),
-        ("use_rdma_cm", on(ours.use_rdma_cm), on(theirs.use_rdma_cm)),
-        (
-            "use_write_with_imm",
-            on(ours.use_write_with_imm),
-            on(theirs.use_write_with_imm),
-        ),
-        (
-            "no_enhanced_reorder",
-            on(ours.no_enhanced_reorder),
-            on(theirs.no_enhanced_reorder),
-        ),
-        ("sig_offload", on(ours.sig_offload), on(theirs.sig_offload)),
-        (
-            "data_validation",
-            on(ours.data_validation),
-            on(theirs.data_validation),
-        ),
+    // Each field as perftest names it, and how it is written, for one side.
+    type Field = (&'static str, fn(&Negotiation) -> String);
+    let named: [Field; 17] = [
+        ("test_method", |n| n.test_method.name().into()),
+        ("connection_type", |n| n.connection_type.name().into()),
+        ("verb", |n| n.verb.name().into()),
+        ("tst", |n| n.tst.name().into()),
+        ("atomicType", |n| n.atomic_type.name().into()),
+        ("test_type", |n| n.test_type.name().into()),
+        ("report_fmt", |n| n.report_fmt.name().into()),
+        ("size", |n| n.size.to_string()),
+        ("iters", |n| n.iters.to_string()),
+        ("aes_xts", |n| on_off(n.aes_xts)),
+        ("num_of_qps", |n| n.num_of_qps.to_string()),
+        ("duration", |n| n.duration.to_string()),
+        ("use_rdma_cm", |n| on_off(n.use_rdma_cm)),
+        ("use_write_with_imm", |n| on_off(n.use_write_with_imm)),
+        ("no_enhanced_reorder", |n| on_off(n.no_enhanced_reorder)),
+        ("sig_offload", |n| on_off(n.sig_offload)),
+        ("data_validation", |n| on_off(n.data_validation)),
     ];
+    let fields = named.map(|(name, show)| (name, show(ours), show(theirs)));
     fields
         .into_iter()
         .filter(|(_, a, b)| a != b)

@@ -325,12 +325,7 @@ fn the_bw_report_is_big_endian_integers_and_doubles() {
         )
     );
     assert_eq!(BwReport::wire_len(v("6.06")), 40);
-    let lens: Vec<usize> = r
-        .messages(v("5.70"))
-        .unwrap()
-        .iter()
-        .map(Vec::len)
-        .collect();
+    let lens = message_lens(&r, v("5.70"));
     assert_eq!(lens, [8, 8, 8, 8, 8]);
     assert_eq!(BwReport::decode(&bytes, v("6.06")).unwrap(), r);
 
@@ -340,12 +335,7 @@ fn the_bw_report_is_big_endian_integers_and_doubles() {
         old,
         unhex("0000000000010000 00001388 40934a0000000000 408f420000000000 3fe0000000000000")
     );
-    let lens: Vec<usize> = r
-        .messages(v("5.32"))
-        .unwrap()
-        .iter()
-        .map(Vec::len)
-        .collect();
+    let lens = message_lens(&r, v("5.32"));
     assert_eq!(lens, [8, 4, 8, 8, 8]);
     assert_eq!(BwReport::decode(&old, v("5.32")).unwrap(), r);
     let huge = BwReport {
@@ -530,4 +520,9 @@ fn the_peers_device_lowers_our_outstanding_reads() {
         ..peer
     };
     assert_eq!(dc.clamp_out_reads(128), 128);
+}
+
+/// The lengths of the messages `r` is sent in to a peer of version `common`.
+fn message_lens(r: &BwReport, common: Version) -> Vec<usize> {
+    r.messages(common).unwrap().iter().map(Vec::len).collect()
 }
