@@ -83,11 +83,11 @@ pub fn gid_table(
         if gid.is_zero() {
             continue;
         }
-        let at = (port, index);
         out.push(sysfs::gid_entry(
             &root,
             ctx.name(),
-            at,
+            port,
+            index,
             gid,
             attr.link_layer,
         ));

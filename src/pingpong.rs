@@ -2,7 +2,7 @@
 
 use crate::connect::control::QpType;
 use crate::connect::test_qp::{GRH_BYTES, TestQp};
-use crate::perf::Progress;
+use crate::perf::{Progress, Side};
 use crate::stats::LatencyRecorder;
 use crate::verbs::{Completion, CompletionQueue, SendOp, SendRequest, UdDest};
 use anyhow::{Result, bail};
@@ -209,8 +209,6 @@ fn send_reply(
     })?;
     Ok(())
 }
-
-pub use crate::perf::Side;
 
 /// Round trips between updates of the progress counters (two relaxed stores, off the hot path).
 const PROGRESS_EVERY: u64 = 64;

@@ -146,7 +146,7 @@ pub fn gid_table(root: &Path, dev: &str, port: u8, link_layer: LinkLayer) -> Vec
         if gid.is_zero() {
             continue;
         }
-        out.push(gid_entry(root, dev, (port, index), gid, link_layer));
+        out.push(gid_entry(root, dev, port, index, gid, link_layer));
     }
     out
 }
@@ -156,7 +156,8 @@ pub fn gid_table(root: &Path, dev: &str, port: u8, link_layer: LinkLayer) -> Vec
 pub fn gid_entry(
     root: &Path,
     dev: &str,
-    (port, index): (u8, u32),
+    port: u8,
+    index: u32,
     gid: Gid,
     link_layer: LinkLayer,
 ) -> GidEntry {

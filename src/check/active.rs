@@ -4,7 +4,7 @@
 use super::targets::label;
 use super::{Deadline, Plan, gbits_text, micros_text, stopped_by_signal};
 use crate::connect::control::{
-    DEFAULT_PORT, LinkSpec, Op, PerfSpec, Priority, QpType, ServerBusy, Test, TestSpec,
+    DEFAULT_PORT, LAT_INLINE, LinkSpec, Op, PerfSpec, Priority, QpType, ServerBusy, Test, TestSpec,
 };
 use crate::connect::endpoint::PortChoice;
 use crate::connect::key::TestKey;
@@ -92,7 +92,7 @@ fn bw_test(time: Duration) -> Test {
 
 fn lat_test() -> Test {
     Test::Lat(PerfSpec {
-        inline: 236,
+        inline: LAT_INLINE,
         ..PerfSpec::one_at_a_time(Op::Write, vec![LAT_SIZE], LAT_ITERATIONS, None)
     })
 }

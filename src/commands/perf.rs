@@ -2,7 +2,7 @@
 
 use super::{counters_before, counters_since, refuse_on_server, session_options};
 use crate::cli::{BwArgs, ExpectSize, LatArgs, PerfCommon, XferArgs};
-use crate::connect::control::{PerfKind, PerfSpec, QpType, Test, TestSpec};
+use crate::connect::control::{LAT_INLINE, PerfKind, PerfSpec, QpType, Test, TestSpec};
 use crate::exit::{self, DataMismatch, UsageError};
 use crate::perf::Op;
 use crate::report::perf::PerfReport;
@@ -187,7 +187,7 @@ pub fn run_lat(args: &LatArgs) -> Result<u8> {
         .collect();
     let checks = thresholds_for(asked, args.expect_size, &role, &sizes(c, 2))?;
     let perf = PerfSpec {
-        inline: c.inline.unwrap_or(236),
+        inline: c.inline.unwrap_or(LAT_INLINE),
         timing: args.timing.into(),
         ..measured(c, 2, 1000)
     };

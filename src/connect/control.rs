@@ -86,10 +86,12 @@ pub fn decode(body: &[u8]) -> Result<Message> {
 
 /// Whether an undecodable frame body is a test request (its `type` says so).
 fn is_request(body: &[u8]) -> bool {
-    serde_json::from_slice::<serde_json::Value>(body)
-        .ok()
-        .and_then(|v| v.get("type")?.as_str().map(str::to_string))
-        .is_some_and(|t| t == "request" || t == "perf_request")
+    serde_json::from_slice::<serde_json::Value>(body).is_ok_and(|v| {
+        matches!(
+            v.get("type").and_then(|t| t.as_str()),
+            Some("request" | "perf_request")
+        )
+    })
 }
 
 /// Check a frame's length prefix before allocating for it.

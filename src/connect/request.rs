@@ -54,14 +54,6 @@ impl LinkSpec {
         }
     }
 
-    /// The priority asked for, as the command line gave it.
-    pub fn priority(&self) -> Priority {
-        Priority {
-            tclass: self.tclass,
-            sl: self.sl,
-        }
-    }
-
     /// The traffic class the packets carry, as reported: None when rdma_cm chose (its default
     /// ToS, `--cm` without `--tclass`).
     pub fn reported_tclass(&self) -> Option<u8> {
@@ -196,6 +188,10 @@ impl Test {
         }
     }
 }
+
+/// Bytes sent inline by the latency tests unless `-I` says otherwise: perftest's default for
+/// its ib_*_lat (the device may allow less; the QP is then made with what it allows).
+pub const LAT_INLINE: u32 = 236;
 
 /// What a ping-pong test runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -4,7 +4,7 @@
 
 use super::protocol::{MAX_REFUSED_PER_PAIR, PairSide, RefusedClient};
 use super::rank::{Identity, PairRunner, PairTest};
-use crate::connect::control::{LinkSpec, PerfSpec, Priority, QpType, Test, TestSpec};
+use crate::connect::control::{LAT_INLINE, LinkSpec, PerfSpec, Priority, QpType, Test, TestSpec};
 use crate::connect::endpoint::PortChoice;
 use crate::counters::Before;
 use crate::perf::{Op, Unobserved};
@@ -67,7 +67,7 @@ impl PairSettings {
                 ..PerfSpec::one_at_a_time(Op::Write, vec![self.bw_size], self.bw_iterations, None)
             }),
             PairTestKind::Lat => Test::Lat(PerfSpec {
-                inline: 236,
+                inline: LAT_INLINE,
                 ..PerfSpec::one_at_a_time(Op::Write, vec![self.lat_size], self.lat_iterations, None)
             }),
         };

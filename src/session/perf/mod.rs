@@ -84,8 +84,7 @@ fn gbps(bytes_per_sec: f64) -> f64 {
 mod tests {
     use super::qps::shape;
     use super::*;
-    use crate::connect::control::Op;
-    use crate::connect::control::{LatTiming, LinkSpec, PingpongSpec, QpType, Test};
+    use crate::connect::control::{LatTiming, LinkSpec, Op, PingpongSpec, QpType, Test};
     use crate::perf::Side;
     use crate::verbs::Access;
 
