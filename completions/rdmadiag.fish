@@ -107,6 +107,7 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l timeout -d 'Lon
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l wait -d 'Server: how long to wait for a client before giving up (not with --persist)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l max-size -d 'Server: refuse tests whose messages are larger than this' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l max-qps -d 'Server: refuse tests that ask for more queue pairs than this' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l compat -d 'Speak another tool\'s protocol instead of rdmadiag\'s (client only; see COMPATIBILITY)' -r -f -a "perftest\t'perftest\'s exchange: connect to an ib_write_bw or ib_read_bw server (RC or UC WRITE, RC READ), started with -s at least this side\'s largest size'"
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s q -l qps -d 'Queue pairs to spread the operations over' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s t -l tx-depth -d 'Operations in flight per QP' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s Q -l cq-mod -d 'Request a completion every N operations. Default: 100, and 1 for messages over 8 KiB (as perftest); given explicitly, N applies to every size' -r

@@ -6,14 +6,15 @@ use crate::exit::UsageError;
 use crate::perf::Observer;
 use crate::report::perf::PerfReport;
 use crate::report::pingpong::PingpongReport;
-use crate::session::{self, Served, SessionOptions, perf, pingpong};
+use crate::session::{self, Compat, Served, SessionOptions, perf, pingpong};
 use anyhow::Result;
 
 /// Which end of the test this process plays. Inside the test each end is a
 /// [`crate::perf::Side`]: the client initiates, the server responds, a loopback runs both.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Role {
-    /// Connect to the rdmadiag server (or, with `compat_ibv`, ibv_*_pingpong) at `host`.
+    /// Connect to the rdmadiag server (or, with a [`Compat`], ibv_*_pingpong's or perftest's) at
+    /// `host`.
     Client { host: String },
     /// Wait for one client (or serve clients until interrupted with `persist`).
     Server,
@@ -62,12 +63,15 @@ pub fn run(
     let pingpong = matches!(spec.test, Test::Pingpong(_));
     if pingpong {
         pingpong::validate(spec).map_err(UsageError)?;
-        if opts.compat_ibv && opts.persist {
+        if opts.compat == Some(Compat::Ibv) && opts.persist {
             return Err(UsageError("--compat ibv serves one ibv_rc_pingpong client".into()).into());
+        }
+        if opts.compat == Some(Compat::Perftest) {
+            return Err(UsageError("--compat perftest applies to bw only".into()).into());
         }
     } else {
         perf::validate(spec).map_err(UsageError)?;
-        if opts.compat_ibv {
+        if opts.compat == Some(Compat::Ibv) {
             return Err(UsageError("--compat ibv applies to pingpong only".into()).into());
         }
     }
@@ -77,7 +81,18 @@ pub fn run(
         _ => None,
     };
     let opts = &opts;
-    let compat = pingpong && opts.compat_ibv;
+    let compat = pingpong && opts.compat == Some(Compat::Ibv);
+    if opts.compat == Some(Compat::Perftest) {
+        return match role {
+            Role::Client { .. } => Ok(TestReport::Perf(Box::new(perf::perftest_client(
+                opts, spec, observer,
+            )?))),
+            _ => Err(UsageError(
+                "--compat perftest connects to a perftest server: give its HOST".into(),
+            )
+            .into()),
+        };
+    }
     let client = |o: &SessionOptions| -> Result<TestReport> {
         Ok(if pingpong {
             TestReport::Pingpong(Box::new(pingpong::client(o, spec, observer)?))

@@ -92,6 +92,15 @@ fn usage_errors_exit_2_with_one_line() {
         &["check", "--timeout", "18446744073709551615"],
         &["bw", "--timeout", "2049638230412172402s", "127.0.0.1"],
         &["pingpong", "--wait", "1000000000d"],
+        // What perftest's wire does not carry (yet) is refused before any connection.
+        &["bw", "--compat", "perftest"],
+        &["bw", "--compat", "perftest", "-b", "127.0.0.1"],
+        &["bw", "--compat", "perftest", "--cm", "127.0.0.1"],
+        &["bw", "--compat", "perftest", "--op", "send", "127.0.0.1"],
+        &["bw", "--compat", "perftest", "-c", "UD", "127.0.0.1"],
+        &["bw", "--compat", "perftest", "--loopback"],
+        &["bw", "--compat", "ibv", "127.0.0.1"],
+        &["pingpong", "--compat", "perftest", "127.0.0.1"],
     ] {
         let o = rdmadiag(args);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
@@ -165,6 +174,7 @@ fn help_groups_flags_names_exit_codes_and_hides_other_tools_letters() {
         ("--qps <N>", "Test"),
         ("--port <PORT>", "Connection"),
         ("--cm", "Connection"),
+        ("--compat <TOOL>", "Connection"),
         ("--persist", "Server"),
         ("--max-qps <N>", "Server"),
         ("--json", "Output"),
@@ -191,7 +201,6 @@ fn help_groups_flags_names_exit_codes_and_hides_other_tools_letters() {
         "  -m",
         "report_gbits",
         "limit_bw",
-        "--compat",
     ] {
         assert!(!help.contains(hidden), "bw --help shows {hidden}");
     }

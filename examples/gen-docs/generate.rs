@@ -95,7 +95,12 @@ fn man_page(cmd: &Command, subcommand: Option<&str>, pages: &[String]) -> Genera
     }
     add(exit_status().render().into_bytes());
     if let Some(sub) = subcommand {
-        add(security(sub).render().into_bytes());
+        add(items_section("COMPATIBILITY", manual::compatibility(sub))
+            .render()
+            .into_bytes());
+        add(items_section("SECURITY", manual::security(sub))
+            .render()
+            .into_bytes());
     }
     if subcommand.is_none() {
         add(environment().render().into_bytes());
@@ -144,14 +149,14 @@ fn other_tools_flags(subcommand: &str) -> Roff {
     r
 }
 
-/// SECURITY: who may use a subcommand's port, and what an open one gives up (none without).
-fn security(subcommand: &str) -> Roff {
+/// A section of (heading, text) items, such as SECURITY (who may use a subcommand's port) or
+/// COMPATIBILITY (the other tools' wires it speaks); nothing when there are no items.
+fn items_section(title: &str, items: &[(&str, &str)]) -> Roff {
     let mut r = Roff::new();
-    let items = manual::security(subcommand);
     if items.is_empty() {
         return r;
     }
-    r.control("SH", ["SECURITY"]);
+    r.control("SH", [title]);
     for (heading, text) in items {
         r.control("TP", []);
         r.text([bold(*heading)]);

@@ -110,11 +110,35 @@ impl Command {
     }
 }
 
-/// Peer tools rdmadiag can speak to on their own wire protocol.
+/// Peer tools pingpong can speak to on their own wire protocol.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Compat {
     /// rdma-core's ibv_rc_pingpong / ibv_ud_pingpong exchange (the peer then needs -g IDX).
     Ibv,
+}
+
+impl From<Compat> for crate::session::Compat {
+    fn from(c: Compat) -> Self {
+        match c {
+            Compat::Ibv => crate::session::Compat::Ibv,
+        }
+    }
+}
+
+/// Peer tools bw can speak to on their own wire protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PerfCompat {
+    /// perftest's exchange: connect to an ib_write_bw or ib_read_bw server (RC or UC WRITE,
+    /// RC READ), started with -s at least this side's largest size.
+    Perftest,
+}
+
+impl From<PerfCompat> for crate::session::Compat {
+    fn from(c: PerfCompat) -> Self {
+        match c {
+            PerfCompat::Perftest => crate::session::Compat::Perftest,
+        }
+    }
 }
 
 /// Connection options shared by every test subcommand (`-R` and `-m` are perftest's letters for

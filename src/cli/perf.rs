@@ -1,6 +1,6 @@
 //! The options of `bw`, `lat`, `write` and `read`, and the engine types they map onto.
 
-use super::{ConnectArgs, OutputArgs, TransportArgs};
+use super::{ConnectArgs, OutputArgs, PerfCompat, TransportArgs};
 use crate::connect::control;
 use crate::units::{
     parse_duration, parse_duration_with_unit, parse_msg_rate, parse_msg_rate_mpps, parse_msg_size,
@@ -184,6 +184,16 @@ fn parse_expect_size(s: &str) -> Result<ExpectSize, String> {
 pub struct BwArgs {
     #[command(flatten)]
     pub common: PerfCommon,
+
+    /// Speak another tool's protocol instead of rdmadiag's (client only; see COMPATIBILITY).
+    #[arg(
+        long,
+        value_enum,
+        value_name = "TOOL",
+        conflicts_with_all = ["cm", "bidirectional", "vs_tcp"],
+        help_heading = "Connection"
+    )]
+    pub compat: Option<PerfCompat>,
 
     /// Queue pairs to spread the operations over.
     #[arg(short = 'q', long = "qps", value_name = "N", default_value_t = 1,

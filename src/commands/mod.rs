@@ -76,7 +76,7 @@ pub fn session_options(c: &ConnectArgs) -> Result<(SessionOptions, Role)> {
         timeout: c.timeout,
         wait: c.wait,
         choice: c.port_choice.choice(),
-        compat_ibv: false,
+        compat: None,
         status,
         client_log,
         refusals: Default::default(),

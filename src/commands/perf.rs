@@ -137,7 +137,8 @@ fn judge_and_emit(
 
 pub fn run_bw(args: &BwArgs) -> Result<u8> {
     let c = &args.common;
-    let (opts, role) = session_options(&c.connect)?;
+    let (mut opts, role) = session_options(&c.connect)?;
+    opts.compat = args.compat.map(Into::into);
     let mut asked = Vec::new();
     if let Some(bps) = args.bw_threshold() {
         asked.push((Metric::BwAvg, bps / 1e9, "--expect-bw"));

@@ -2,7 +2,7 @@
 
 use super::{counters_before, counters_since, session_options};
 use crate::TestReport;
-use crate::cli::{Compat, PingpongArgs};
+use crate::cli::PingpongArgs;
 use crate::connect::control::{PingpongSpec, Test, TestSpec};
 use crate::exit;
 use crate::report::export::{self, Format};
@@ -13,7 +13,7 @@ use anyhow::{Result, bail};
 
 pub fn run(args: &PingpongArgs) -> Result<u8> {
     let (mut opts, role) = session_options(&args.connect)?;
-    opts.compat_ibv = args.compat == Some(Compat::Ibv);
+    opts.compat = args.compat.map(Into::into);
     let spec = TestSpec {
         link: args.connect.link(args.connection.transport.into()),
         test: Test::Pingpong(PingpongSpec {

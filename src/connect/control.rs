@@ -117,10 +117,26 @@ pub fn describe_foreign(bytes: &[u8]) -> String {
         .collect();
     let looks_ibv =
         bytes.len() >= 5 && bytes[4] == b':' && bytes[..4].iter().all(|b| b.is_ascii_hexdigit());
+    // perftest's first message: its version ("6.06"), NUL-padded.
+    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    let looks_perftest = bytes[end..].iter().all(|&b| b == 0)
+        && std::str::from_utf8(&bytes[..end])
+            .ok()
+            .and_then(|t| t.split_once('.'))
+            .is_some_and(|(major, minor)| {
+                let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+                digits(major) && digits(minor)
+            });
     if looks_ibv {
         format!(
             "the peer is not rdmadiag: it sent {text:?}, which looks like ibv_rc_pingpong's \
              exchange (use --compat ibv)"
+        )
+    } else if looks_perftest {
+        format!(
+            "the peer is not rdmadiag: it sent {text:?}, which looks like perftest's version \
+             message (a perftest client; an rdmadiag client reaches a perftest server with \
+             bw --compat perftest)"
         )
     } else {
         format!("the peer is not rdmadiag: it sent {text:?} instead of the rdmadiag greeting")
@@ -470,6 +486,12 @@ mod tests {
             "{junk}"
         );
         assert!(describe_foreign(&[0, 1, 2, 255]).contains("...."));
+        let perftest = describe_foreign(b"6.06\0\0\0\0");
+        assert!(perftest.contains("perftest's version"), "{perftest}");
+        for not_perftest in [&b"6.06abcd"[..], b"6.\0\0\0\0\0\0", b"\0\0\0\0\0\0\0\0"] {
+            let s = describe_foreign(not_perftest);
+            assert!(!s.contains("perftest"), "{s}");
+        }
     }
 
     #[test]

@@ -71,6 +71,14 @@ const BW: &[Example] = &[
         commands: &["rdmadiag bw --loopback --op write -s 64K"],
     },
     Example {
+        what: "Against a host that still runs perftest: its ib_write_bw server prints our \
+               figures (see COMPATIBILITY):",
+        commands: &[
+            "server$ ib_write_bw -s 65536",
+            "client$ rdmadiag bw 10.0.0.1 --compat perftest -s 64K",
+        ],
+    },
+    Example {
         what: "This host's port counters across the run (perftest's -W): what moved, error \
                counters marked:",
         commands: &["client$ rdmadiag bw 10.0.0.1 --counters"],

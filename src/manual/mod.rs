@@ -6,9 +6,11 @@
 //! are stale. A subcommand without an entry in [`EXAMPLES`] gets [`DEFAULT_EXAMPLES`], so a new
 //! subcommand still gets a complete page; the tests below check that every example parses.
 
+mod compatibility;
 mod examples;
 mod security;
 
+pub use compatibility::compatibility;
 pub use examples::{DEFAULT_EXAMPLES, EXAMPLES};
 pub use security::security;
 

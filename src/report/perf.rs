@@ -179,6 +179,10 @@ pub struct PerfReport {
     #[serde(default)]
     pub sl: Option<u8>,
     pub bidirectional: bool,
+    /// The peer tool whose wire was spoken and its version ("perftest 6.06"); absent against
+    /// rdmadiag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compat: Option<String>,
     pub duration_s: Option<f64>,
     /// For latency: what one sample is ("half round trip" or "round trip").
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -208,7 +212,7 @@ fn perf_header(r: &PerfReport) -> String {
         format!("{} {}", r.test, r.op)
     };
     let mut out = format!(
-        "{} {}{}, {} QP(s), path MTU {}{}\n",
+        "{} {}{}, {} QP(s), path MTU {}{}{}\n",
         what,
         r.transport,
         if r.bidirectional {
@@ -220,6 +224,10 @@ fn perf_header(r: &PerfReport) -> String {
         r.path_mtu,
         r.duration_s
             .map(|d| format!(", {d} s per size"))
+            .unwrap_or_default(),
+        r.compat
+            .as_ref()
+            .map(|c| format!(", against {c}"))
             .unwrap_or_default()
     );
     out.push_str(&format!("  local   {}\n", endpoint_text(&r.local)));

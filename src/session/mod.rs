@@ -21,6 +21,15 @@ use std::time::{Duration, Instant};
 pub use crate::exit::STOP;
 pub use sink::{RefusalSink, StatusSink};
 
+/// Peer tools a test can speak to on their own wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compat {
+    /// rdma-core's ibv_rc_pingpong / ibv_ud_pingpong exchange (pingpong).
+    Ibv,
+    /// perftest's out-of-band exchange (bw against an ib_write_bw or ib_read_bw server).
+    Perftest,
+}
+
 /// Connection options common to every test subcommand.
 #[derive(Debug, Clone)]
 pub struct SessionOptions {
@@ -34,7 +43,8 @@ pub struct SessionOptions {
     /// How long a one-shot server waits for its client.
     pub wait: Duration,
     pub choice: PortChoice,
-    pub compat_ibv: bool,
+    /// Speak another tool's wire instead of rdmadiag's.
+    pub compat: Option<Compat>,
     /// Where status lines go.
     pub status: StatusSink,
     /// Where a persistent server's one line per client goes (served, told busy, failed).
@@ -60,7 +70,7 @@ impl SessionOptions {
             timeout,
             wait: timeout,
             choice,
-            compat_ibv: false,
+            compat: None,
             status: StatusSink::default(),
             client_log: StatusSink::default(),
             refusals: RefusalSink::default(),

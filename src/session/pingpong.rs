@@ -1,7 +1,7 @@
 //! Both halves of a ping-pong run over the control channel (or rdma-core's exchange with --compat).
 
 use super::phase::{self, QP_SETUP, RESULT_EXCHANGE, TRANSFER};
-use super::{Observer, STOP, SessionOptions, dial, status};
+use super::{Compat, Observer, STOP, SessionOptions, dial, status};
 use crate::connect::compat_ibv::{self, IbvDest};
 use crate::connect::control::{
     ControlChannel, LinkSpec, Message, PingpongSpec, PingpongSummary, QpType, Test, TestSpec,
@@ -87,7 +87,7 @@ fn params(r: Run, opts: &SessionOptions, peer: &str) -> PingpongParams {
         rx_depth: p.rx_depth,
         events: p.events,
         duration: None,
-        mark_last: !opts.compat_ibv,
+        mark_last: opts.compat != Some(Compat::Ibv),
         inline_max: 64,
         // As ibv_rc_pingpong: every send signalled, each side waits for it every round trip.
         signal_every: 1,
@@ -207,7 +207,7 @@ pub fn client(
     let fallback = Progress::default();
     let progress = observer.progress().unwrap_or(&fallback);
     let run = Run::of(spec).map_err(UsageError)?;
-    if opts.compat_ibv {
+    if opts.compat == Some(Compat::Ibv) {
         return compat_client(opts, run, progress);
     }
     let stream = dial(opts)?;

@@ -21,7 +21,7 @@ pub use cm::{
 pub use cq::{Completion, CompletionChannel, CompletionQueue, WcOpcode, WcStatus};
 pub use device::{Context, Device, DeviceAttr, DeviceList, PortAttr, netdev_name};
 pub use error::{VerbsError, errno_name};
-pub use mr::{Access, MemoryRegion};
+pub use mr::{Access, MemoryRegion, page_size};
 pub use pd::ProtectionDomain;
 pub use qp::{
     QpCaps, QpType, QueuePair, RemoteQp, RtrParams, RtsParams, SendList, SendOp, SendRequest,

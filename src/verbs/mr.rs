@@ -53,7 +53,8 @@ impl Drop for AlignedBuffer {
     }
 }
 
-fn page_size() -> usize {
+/// The host's memory page size in bytes.
+pub fn page_size() -> usize {
     // SAFETY: sysconf has no preconditions.
     let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     if p > 0 { p as usize } else { 4096 }

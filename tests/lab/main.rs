@@ -14,6 +14,7 @@ mod faults;
 mod inventory;
 mod link;
 mod perf;
+mod perftest;
 mod pingpong;
 mod schema;
 mod settings;

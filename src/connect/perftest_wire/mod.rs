@@ -1,6 +1,6 @@
 //! perftest's out-of-band TCP exchange (`ib_write_bw` and friends), byte for byte: the message
-//! formats only, as pure values. Nothing here opens a socket, touches a device or is wired into
-//! a command yet (issue 33, first slice).
+//! formats as pure values, and [`PerftestPeer`], the conversation over a live connection (used
+//! by `bw --compat perftest`). Nothing here touches a device.
 //!
 //! Learnt from the public source, linux-rdma/perftest, at its 6.29 head and at tag v4.5-0.17
 //! (internal version 6.06, Debian 12's): `src/perftest_communication.c` (`exchange_versions`,
@@ -32,10 +32,12 @@
 //! digits, compared exactly; the two differ only for peers older than 5.70, which perftest and
 //! this module refuse.
 
+mod exchange;
 mod key;
 mod negotiate;
 mod report;
 
+pub use exchange::{CLAIMED, DONE, Lead, PerftestPeer};
 pub use key::{KEY_LEN, KEY_LEN_GID, PerftestKey};
 pub use negotiate::{
     AtomicType, ConnectionType, DEVICE_ATTR_AT, DEVICE_ATTR_LEN, Limit, MAX_QP_RD_ATOM_AT,

@@ -5,7 +5,9 @@ use super::qps::PerfQps;
 use super::rounds::{RoundContext, RoundOutcome, RoundPlan, prepare_round, run_round};
 use super::vs_tcp::tcp_client_round;
 use super::{Kind, validate, verify_slots};
-use crate::connect::control::{Batch, ControlChannel, Message, Op, RoundSummary, TestSpec};
+use crate::connect::control::{
+    Batch, ControlChannel, Message, Op, PerfSpec, RoundSummary, TestSpec,
+};
 use crate::connect::endpoint::Endpoint;
 use crate::connect::establish::{self, Connected};
 use crate::connect::heartbeat::Heartbeat;
@@ -44,52 +46,7 @@ pub fn client(
     let fallback = Progress::default();
     let progress = observer.progress().unwrap_or(&fallback);
     status(opts, &format!("connected {} QP(s) to {peer}", qps.len()));
-    let mut report = PerfReport {
-        test: kind.test_name(p.op),
-        op: p.op,
-        transport: spec.link.transport,
-        qps: qps.len() as u32,
-        tx_depth: p.tx_depth,
-        cq_mod: p.cq_mod,
-        post_list: p.post_list,
-        outstanding_reads: (p.op == Op::Read).then(|| qps[0].rd_atomic as u32),
-        timing: (kind == Kind::Lat && p.op != Op::Read).then_some(p.timing),
-        signaling: match (kind, p.op) {
-            (Kind::Lat, Op::Read) | (Kind::Verify, _) => {
-                Some("every operation signalled, its completion ends the sample".into())
-            }
-            (Kind::Lat, _) => Some(p.timing.describe().into()),
-            _ => None,
-        },
-        // What is really sent inline: the request, capped by what the device granted.
-        inline: if kind == Kind::Verify || p.op == Op::Read {
-            0
-        } else {
-            p.inline.min(
-                qps.iter()
-                    .map(|q| q.qp.caps().max_inline_data)
-                    .min()
-                    .unwrap_or(0),
-            )
-        },
-        tclass: spec.link.reported_tclass(),
-        sl: spec.link.reported_sl(),
-        bidirectional: p.bidirectional,
-        duration_s: p.duration_ms.map(|d| d as f64 / 1000.0),
-        latency_measure: match (kind, p.op) {
-            (Kind::Lat, Op::Read) | (Kind::Verify, _) => Some("round trip".into()),
-            (Kind::Lat, _) => Some("half round trip".into()),
-            _ => None,
-        },
-        path_mtu: qps[0].path_mtu.map_or(0, |m| m.bytes()),
-        local: qps[0].endpoint(),
-        remote: remotes[0].clone(),
-        bw: Vec::new(),
-        lat: Vec::new(),
-        tcp: Vec::new(),
-        counter_deltas: None,
-        thresholds: Vec::new(),
-    };
+    let mut report = empty_report(kind, &p, spec, qps, &remotes[0]);
     let cx = RoundContext {
         kind,
         spec,
@@ -156,6 +113,63 @@ pub fn client(
     match ch.recv("the server's final message")? {
         Message::Finished { .. } => Ok(report),
         _ => bail!("{peer} ended the run with an unexpected message"),
+    }
+}
+
+/// The report before any round: the settings the QPs were made with and the endpoints.
+pub(super) fn empty_report(
+    kind: Kind,
+    p: &PerfSpec,
+    spec: &TestSpec,
+    qps: &[TestQp],
+    remote: &Endpoint,
+) -> PerfReport {
+    PerfReport {
+        test: kind.test_name(p.op),
+        op: p.op,
+        transport: spec.link.transport,
+        qps: qps.len() as u32,
+        tx_depth: p.tx_depth,
+        cq_mod: p.cq_mod,
+        post_list: p.post_list,
+        outstanding_reads: (p.op == Op::Read).then(|| qps[0].rd_atomic as u32),
+        timing: (kind == Kind::Lat && p.op != Op::Read).then_some(p.timing),
+        signaling: match (kind, p.op) {
+            (Kind::Lat, Op::Read) | (Kind::Verify, _) => {
+                Some("every operation signalled, its completion ends the sample".into())
+            }
+            (Kind::Lat, _) => Some(p.timing.describe().into()),
+            _ => None,
+        },
+        // What is really sent inline: the request, capped by what the device granted.
+        inline: if kind == Kind::Verify || p.op == Op::Read {
+            0
+        } else {
+            p.inline.min(
+                qps.iter()
+                    .map(|q| q.qp.caps().max_inline_data)
+                    .min()
+                    .unwrap_or(0),
+            )
+        },
+        tclass: spec.link.reported_tclass(),
+        sl: spec.link.reported_sl(),
+        bidirectional: p.bidirectional,
+        compat: None,
+        duration_s: p.duration_ms.map(|d| d as f64 / 1000.0),
+        latency_measure: match (kind, p.op) {
+            (Kind::Lat, Op::Read) | (Kind::Verify, _) => Some("round trip".into()),
+            (Kind::Lat, _) => Some("half round trip".into()),
+            _ => None,
+        },
+        path_mtu: qps[0].path_mtu.map_or(0, |m| m.bytes()),
+        local: qps[0].endpoint(),
+        remote: remote.clone(),
+        bw: Vec::new(),
+        lat: Vec::new(),
+        tcp: Vec::new(),
+        counter_deltas: None,
+        thresholds: Vec::new(),
     }
 }
 

@@ -2,12 +2,14 @@
 //! the rounds (one per size), the client, the server and the `--vs-tcp` comparison.
 
 mod client;
+mod perftest;
 mod qps;
 mod rounds;
 mod server;
 mod vs_tcp;
 
 pub use client::client;
+pub use perftest::perftest_client;
 pub use server::{PerfServed, serve};
 
 use crate::connect::control::{PerfSpec, TestSpec};

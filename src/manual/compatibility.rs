@@ -1,0 +1,50 @@
+//! The COMPATIBILITY sections: which other tools a subcommand speaks to on their own wire, which
+//! of their versions were run against, and how the two kinds of peer are told apart.
+
+/// (heading, text) items of a subcommand's COMPATIBILITY section.
+type Items = &'static [(&'static str, &'static str)];
+
+const PINGPONG: Items = &[(
+    "--compat ibv",
+    "speaks rdma-core's ibv_rc_pingpong and ibv_ud_pingpong exchange (a 52-byte address \
+     message each way, then \"done\"), as client or one-shot server; the peer needs -g with a \
+     GID index on RoCE. Run against rdma-core 44 (Debian 12) in the lab.",
+)];
+
+const BW: Items = &[
+    (
+        "--compat perftest",
+        "the client speaks perftest's out-of-band exchange to an unmodified ib_write_bw or \
+         ib_read_bw server (RC or UC WRITE, RC READ, one direction, any -q): the 16-byte \
+         version, the system data and MTU (both sides use the smaller), one key message per QP \
+         at each of perftest's handshakes (with the GID on RoCE, without on InfiniBand, where \
+         the server must not be given -x), the bw report and the close. The server prints this \
+         side's figures, in MB/s. Start the server with -s at least this side's largest size (or \
+         -a): its buffer is registered for its own -s, and a larger transfer fails with a line \
+         naming -s.",
+    ),
+    (
+        "Versions",
+        "run against perftest 6.06 (Debian 12's perftest 4.5-0.17) in the lab. The exchange is \
+         the same in every perftest from 5.70 to 6.27 and with 6.29 and later, which do not \
+         negotiate with a peer that claims 6.06 (this side does); those are proven only by unit \
+         tests of the bytes. perftest 6.28 as released always starts a binary parameter \
+         negotiation and is refused by name. Peers before 5.70 are refused, as perftest refuses \
+         them.",
+    ),
+    (
+        "Not yet",
+        "ib_send_bw (SEND), -b, rdma_cm (-R), the lat tests and atomics against perftest, and \
+         serving perftest clients: a one-shot rdmadiag server reached by a perftest client \
+         names it on one line and exits 1.",
+    ),
+];
+
+/// The COMPATIBILITY items of a subcommand's page (none for those that speak only rdmadiag).
+pub fn compatibility(subcommand: &str) -> Items {
+    match subcommand {
+        "pingpong" => PINGPONG,
+        "bw" => BW,
+        _ => &[],
+    }
+}
