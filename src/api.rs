@@ -112,9 +112,13 @@ pub fn run(
             let r = session::run_server(opts, |st, o| pingpong::compat_serve(st, o, spec))?;
             Ok(TestReport::Served(Served::Pingpong(Box::new(r))))
         }
-        Role::Server => Ok(TestReport::Served(session::run_server(
+        Role::Server if pingpong => Ok(TestReport::Served(session::run_server(
             opts,
             session::serve_client,
         )?)),
+        // A bw or lat server serves perftest clients too, with its own flags' test.
+        Role::Server => Ok(TestReport::Served(session::run_server(opts, |st, o| {
+            session::serve_client_or_perftest(st, o, spec)
+        })?)),
     }
 }

@@ -9,7 +9,7 @@ use crate::report::perf::PerfReport;
 use crate::report::progress::{ProgressLine, Span, Watched};
 use crate::report::thresholds::{self, Metric, Threshold};
 use crate::report::{self, Style};
-use crate::session::SessionOptions;
+use crate::session::{Served, SessionOptions};
 use crate::{Role, TestReport};
 use anyhow::{Result, bail};
 use std::sync::Arc;
@@ -75,6 +75,8 @@ fn run_roles(
             r.counter_deltas = counters_since(before.as_ref(), &r.local);
             Ok(Some(*r))
         }
+        // A perftest client's figures, printed as perftest's server prints them.
+        TestReport::Served(Served::Perftest(r)) => Ok(Some(*r)),
         TestReport::Served(_) => Ok(None),
         TestReport::Pingpong(_) => bail!("a perf test produced a ping-pong report"),
     }

@@ -117,16 +117,7 @@ pub fn describe_foreign(bytes: &[u8]) -> String {
         .collect();
     let looks_ibv =
         bytes.len() >= 5 && bytes[4] == b':' && bytes[..4].iter().all(|b| b.is_ascii_hexdigit());
-    // perftest's first message: its version ("6.06"), NUL-padded.
-    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
-    let looks_perftest = bytes[end..].iter().all(|&b| b == 0)
-        && std::str::from_utf8(&bytes[..end])
-            .ok()
-            .and_then(|t| t.split_once('.'))
-            .is_some_and(|(major, minor)| {
-                let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-                digits(major) && digits(minor)
-            });
+    let looks_perftest = crate::connect::perftest_wire::looks_like_version(bytes);
     if looks_ibv {
         format!(
             "the peer is not rdmadiag: it sent {text:?}, which looks like ibv_rc_pingpong's \
@@ -135,8 +126,8 @@ pub fn describe_foreign(bytes: &[u8]) -> String {
     } else if looks_perftest {
         format!(
             "the peer is not rdmadiag: it sent {text:?}, which looks like perftest's version \
-             message (a perftest client; an rdmadiag client reaches a perftest server with \
-             bw --compat perftest)"
+             message (a perftest client: a one-shot rdmadiag bw server serves ib_write_bw and \
+             ib_read_bw clients)"
         )
     } else {
         format!("the peer is not rdmadiag: it sent {text:?} instead of the rdmadiag greeting")

@@ -24,19 +24,38 @@ const BW: Items = &[
          naming -s.",
     ),
     (
+        "Serving perftest clients",
+        "a one-shot bw server (no HOST, no --persist) also serves one ib_write_bw or ib_read_bw \
+         client, with no extra flag. The two are told apart by the first 8 bytes the client \
+         sends: rdmadiag's greeting starts with its magic, perftest's with its version as text \
+         (\"6.06\" and NULs). perftest's client never says which test it runs, so the server \
+         runs the test of its own flags: start it with the --op, -c and -q the ib_*_bw server it \
+         replaces was given (-s is the least buffer; a larger -s on the client fails there). It \
+         prints the client's figures (text or --json, with compat), as perftest's server does, \
+         taking them as MB/s (perftest's default; a client run with --report_gbits sends Gb/s). \
+         A client of another test, or with more QPs than -q, ends the server with one line \
+         naming the flag. A server with a key (--key-file, RDMADIAG_KEY) serves no perftest \
+         client, which cannot prove it: it logs the refusal and waits on for a client that can.",
+    ),
+    (
         "Versions",
-        "run against perftest 6.06 (Debian 12's perftest 4.5-0.17) in the lab. The exchange is \
-         the same in every perftest from 5.70 to 6.27 and with 6.29 and later, which do not \
-         negotiate with a peer that claims 6.06 (this side does); those are proven only by unit \
-         tests of the bytes. perftest 6.28 as released always starts a binary parameter \
-         negotiation and is refused by name. Peers before 5.70 are refused, as perftest refuses \
-         them.",
+        "run against perftest 6.06 (Debian 12's perftest 4.5-0.17) in the lab, both roles. The \
+         exchange is the same in every perftest from 5.70 to 6.27 and with 6.29 and later, \
+         which do not negotiate with a peer that claims 6.06 (this side does); those are proven \
+         only by unit tests of the bytes. perftest 6.28 as released always starts a binary \
+         parameter negotiation and is refused by name. Peers before 5.70 are refused, as \
+         perftest refuses them.",
+    ),
+    (
+        "Timeouts",
+        "perftest's peers wait forever; this side bounds every wait by --timeout, except the \
+         server's wait for a perftest client's run to end, which perftest makes in silence: at \
+         most one hour.",
     ),
     (
         "Not yet",
         "ib_send_bw (SEND), -b, rdma_cm (-R), the lat tests and atomics against perftest, and \
-         serving perftest clients: a one-shot rdmadiag server reached by a perftest client \
-         names it on one line and exits 1.",
+         perftest clients of a --persist server (which names them on one line and goes on).",
     ),
 ];
 

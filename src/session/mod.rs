@@ -5,6 +5,9 @@ pub mod perf;
 pub mod phase;
 pub mod pingpong;
 mod sink;
+mod sniff;
+
+pub use sniff::serve_client_or_perftest;
 
 use crate::connect::admission::{Admit, admit};
 use crate::connect::control::{ControlChannel, Message, Test};
@@ -279,6 +282,9 @@ pub enum Served {
     Pingpong(Box<PingpongReport>),
     /// A bw/lat/write/read test (the client prints its report; the server has none).
     Perf(perf::PerfServed),
+    /// A perftest client's test: its figures, which it sends at the end (perftest's server
+    /// prints them too).
+    Perftest(Box<crate::report::perf::PerfReport>),
 }
 
 /// Run the test a client asked for, within this server's limits.

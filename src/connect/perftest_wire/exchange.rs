@@ -71,6 +71,12 @@ impl<'a> PerftestPeer<'a> {
         self.who
     }
 
+    /// Bound each later wait by `timeout` (a server waits out the client's whole run in one
+    /// handshake).
+    pub fn set_timeout(&mut self, timeout: std::time::Duration) {
+        self.ch.set_timeout(timeout);
+    }
+
     fn xchg(&mut self, mine: &[u8], theirs: &mut [u8], what: &str) -> Result<()> {
         xchg(self.ch, self.lead, mine, theirs, self.who, what)
     }

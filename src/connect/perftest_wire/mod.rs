@@ -192,6 +192,20 @@ impl std::str::FromStr for Version {
     }
 }
 
+/// Whether `bytes`, the start of what a peer sent first, look like perftest's version message:
+/// digits, a dot, digits, then only NULs (e.g. "6.06\0\0\0\0").
+pub fn looks_like_version(bytes: &[u8]) -> bool {
+    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    bytes[end..].iter().all(|&b| b == 0)
+        && std::str::from_utf8(&bytes[..end])
+            .ok()
+            .and_then(|t| t.split_once('.'))
+            .is_some_and(|(major, minor)| {
+                let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+                digits(major) && digits(minor)
+            })
+}
+
 /// Length of the system-data exchange: two big-endian int32, each its own round.
 pub const SYS_DATA_LEN: usize = 8;
 

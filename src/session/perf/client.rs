@@ -37,6 +37,7 @@ pub fn client(
         kind,
         p: &p,
         side: Side::Initiator,
+        min_buffer: 0,
     };
     let plan = recipe.plan(opts);
     // Owns the QPs and the rdma_cm ids, and drops them in that order.

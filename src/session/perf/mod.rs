@@ -9,7 +9,7 @@ mod server;
 mod vs_tcp;
 
 pub use client::client;
-pub use perftest::perftest_client;
+pub use perftest::{perftest_client, perftest_serve};
 pub use server::{PerfServed, serve};
 
 use crate::connect::control::{PerfSpec, TestSpec};

@@ -13,6 +13,7 @@ use crate::connect::control::{ControlChannel, Op, PerfSpec, QpType, TestSpec};
 use crate::connect::endpoint::{Endpoint, LocalPort, RemoteMemory, choose_port};
 use crate::connect::establish::QpRecipe;
 use crate::connect::perftest_wire::{BwReport, Lead, PerftestKey, PerftestPeer, SysData};
+use crate::connect::protocol::BwFigures;
 use crate::connect::test_qp::{TestQp, UD_QKEY};
 use crate::exit::UsageError;
 use crate::perf::{Progress, Side};
@@ -20,32 +21,32 @@ use crate::report::perf::{BwResult, PerfReport};
 use crate::session::phase::{self, HANDSHAKE, QP_SETUP, RESULT_EXCHANGE, TRANSFER};
 use crate::session::{Observer, SessionOptions, dial, status};
 use crate::verbs::{LinkLayer, Mtu};
-use anyhow::{Result, anyhow};
+use anyhow::{Result, anyhow, bail};
+use std::net::TcpStream;
+use std::time::Duration;
 
 /// What this first slice of perftest's wire runs: RC WRITE and READ, UC WRITE, bw, one way.
 fn check_spoken(kind: Kind, p: &PerfSpec, spec: &TestSpec) -> Result<(), String> {
     if kind != Kind::Bw {
         return Err(format!(
-            "--compat perftest runs bw only; {} against perftest is not built yet",
+            "perftest's wire is spoken for bw only ({} against perftest is not built yet)",
             kind.test_name(p.op)
         ));
     }
     if p.op == Op::Send || spec.link.transport == QpType::Ud {
         return Err(
-            "--compat perftest speaks to ib_write_bw and ib_read_bw servers; \
-                    SEND (ib_send_bw) and UD are not spoken yet"
+            "perftest's wire is spoken for RDMA WRITE (RC, UC) and READ (RC); SEND \
+                    (ib_send_bw) and UD are not built yet"
                 .into(),
         );
     }
     if spec.link.cm {
-        return Err("--compat perftest exchanges QPs over TCP, as perftest without -R".into());
+        return Err(
+            "perftest's wire is spoken over TCP, as perftest without -R, not with --cm".into(),
+        );
     }
     if p.bidirectional || p.vs_tcp {
-        return Err(
-            "--compat perftest runs one direction (perftest's -b and --vs-tcp are \
-                    not spoken yet)"
-                .into(),
-        );
+        return Err("perftest's wire is spoken one way: -b and --vs-tcp are not built yet".into());
     }
     Ok(())
 }
@@ -103,22 +104,22 @@ fn mib_per_sec(gbps: f64) -> f64 {
     gbps * 1e9 / 8.0 / f64::from(1u32 << 20)
 }
 
-/// Connect to a perftest server and run the bw test it serves.
-pub fn perftest_client(
+/// Both ends' set-up, perftest's order: versions, system data, MTU, one key round per QP,
+/// connect, a second key round and one more handshake. Returns the connected QPs.
+struct SetUp {
+    qps: Vec<TestQp>,
+    remotes: Vec<Endpoint>,
+    /// Our key per QP, re-sent at every later handshake.
+    mine: Vec<PerftestKey>,
+}
+
+fn set_up(
+    pt: &mut PerftestPeer,
     opts: &SessionOptions,
     spec: &TestSpec,
-    observer: &dyn Observer,
-) -> Result<PerfReport> {
-    let (kind, p) = validate(spec).map_err(UsageError)?;
-    check_spoken(kind, &p, spec).map_err(UsageError)?;
-    let stream = dial(opts)?;
-    let local_ip = stream.local_addr()?.ip();
-    let mut ch = ControlChannel::new(stream, opts.timeout)?;
-    let peer = ch.peer().to_string();
-    phase::enter(HANDSHAKE, Some(&peer));
-    let mut pt = PerftestPeer::start(&mut ch, Lead::Client)?;
-    let version = pt.theirs;
-    let local = choose_port(&opts.choice, Some(local_ip))?;
+    recipe: &PerfQps,
+    local: &LocalPort,
+) -> Result<SetUp> {
     let sys = pt.sys_data(SysData {
         cycle_buffer: crate::verbs::page_size() as u32,
         cache_line_size: cache_line_size(),
@@ -126,45 +127,100 @@ pub fn perftest_client(
     let ours = spec.link.mtu.map_or(local.active_mtu(), Mtu);
     let mtu = pt.mtu(ours)?;
     phase::enter(QP_SETUP, None);
+    // A perftest client steps its remote address through the cycle buffer: the server's
+    // buffer spans at least that.
+    let max = max_size(recipe.p) as u64;
+    let span = max.max(u64::from(sys.cycle_buffer));
     let recipe = PerfQps {
-        spec,
-        kind,
-        p: &p,
-        side: Side::Initiator,
+        min_buffer: if recipe.side == Side::Responder {
+            span as usize
+        } else {
+            0
+        },
+        ..*recipe
     };
     let mut qps = (0..recipe.count())
-        .map(|_| recipe.make(&local))
+        .map(|_| recipe.make(local))
         .collect::<Result<Vec<_>>>()?;
     let mine: Vec<PerftestKey> = qps.iter().map(key_of).collect();
     let theirs = mine
         .iter()
         .map(|k| pt.hand_shake(k))
         .collect::<Result<Vec<_>>>()?;
-    // The server's buffer per QP is at least the larger of its -s and the cycle buffer; a
-    // transfer past its -s fails on the wire and is explained then.
-    let max = max_size(&p) as u64;
-    let span = max.max(u64::from(sys.cycle_buffer));
     let mut remotes = Vec::with_capacity(qps.len());
     for (tq, k) in qps.iter_mut().zip(&theirs) {
-        // READs in flight: no more than the server said it answers.
-        tq.rd_atomic = tq.rd_atomic.min(k.out_reads.clamp(1, 255) as u8);
-        let remote = endpoint_of(k, &local, mtu, span);
+        // The initiator's READs in flight: no more than the responder said it answers (the
+        // responder answers as many as it said, which the initiator may use).
+        if recipe.side == Side::Initiator {
+            tq.rd_atomic = tq.rd_atomic.min(k.out_reads.clamp(1, 255) as u8);
+        }
+        // The server's buffer per QP is at least the larger of its -s and the cycle buffer;
+        // a transfer past its -s fails on the wire and is explained then.
+        let remote = endpoint_of(k, local, mtu, span);
         tq.connect(&remote, Some(mtu.bytes()), spec.link.qos())?;
         remotes.push(remote);
     }
-    for k in &mine {
-        pt.hand_shake(k)?;
+    // perftest re-sends the same key at every handshake: one that differs in the second round
+    // is the first key of a QP this side does not have (the peer was given a larger -q).
+    for (k, first) in mine.iter().zip(&theirs) {
+        let again = pt.hand_shake(k)?;
+        if again.qpn != first.qpn {
+            bail!(
+                "{} connects more QPs than this side's -q {}: give both sides the same -q",
+                pt.who(),
+                qps.len()
+            );
+        }
     }
-    pt.hand_shake(&mine[0])?;
+    let again = pt.hand_shake(&mine[0])?;
+    if again.qpn != theirs[0].qpn {
+        bail!(
+            "{} connects more QPs than this side's -q {}: give both sides the same -q",
+            pt.who(),
+            qps.len()
+        );
+    }
     status(
         opts,
         &format!(
-            "connected {} QP(s) to perftest {version} at {peer}",
-            qps.len()
+            "connected {} QP(s) to perftest {} ({})",
+            qps.len(),
+            pt.theirs,
+            pt.who()
         ),
     );
+    Ok(SetUp { qps, remotes, mine })
+}
+
+/// Connect to a perftest server and run the bw test it serves.
+pub fn perftest_client(
+    opts: &SessionOptions,
+    spec: &TestSpec,
+    observer: &dyn Observer,
+) -> Result<PerfReport> {
+    let (kind, p) = validate(spec).map_err(UsageError)?;
+    check_spoken(kind, &p, spec).map_err(|why| UsageError(format!("--compat perftest: {why}")))?;
+    let stream = dial(opts)?;
+    let local_ip = stream.local_addr()?.ip();
+    let mut ch = ControlChannel::new(stream, opts.timeout)?;
+    let peer = ch.peer().to_string();
+    phase::enter(HANDSHAKE, Some(&peer));
+    let mut pt = PerftestPeer::start(&mut ch, Lead::Client)?;
+    let local = choose_port(&opts.choice, Some(local_ip))?;
+    let recipe = PerfQps {
+        spec,
+        kind,
+        p: &p,
+        side: Side::Initiator,
+        min_buffer: 0,
+    };
+    let SetUp {
+        mut qps,
+        remotes,
+        mine,
+    } = set_up(&mut pt, opts, spec, &recipe, &local)?;
     let mut report = empty_report(kind, &p, spec, &qps, &remotes[0]);
-    report.compat = Some(format!("perftest {version}"));
+    report.compat = Some(format!("perftest {}", pt.theirs));
     let fallback = Progress::default();
     let progress = observer.progress().unwrap_or(&fallback);
     let cx = RoundContext {
@@ -176,6 +232,7 @@ pub fn perftest_client(
         peer: &peer,
     };
     phase::enter(TRANSFER, None);
+    let max = max_size(&p) as u64;
     for &size in &p.sizes {
         observer.round_started(size);
         let plan = RoundPlan { size, batch: None };
@@ -198,6 +255,73 @@ pub fn perftest_client(
     Ok(report)
 }
 
+/// How long a server waits, in one handshake, for a perftest client's run to end (perftest
+/// says nothing while it runs).
+pub const RUN_LIMIT: Duration = Duration::from_secs(3600);
+
+/// Serve one perftest client (ib_write_bw, ib_read_bw) with this server's own test flags: the
+/// client never says which test it runs. Returns the client's figures, which it sends at the
+/// end, as perftest's server prints them.
+pub fn perftest_serve(
+    stream: TcpStream,
+    opts: &SessionOptions,
+    spec: &TestSpec,
+) -> Result<PerfReport> {
+    let (kind, p) = validate(spec).map_err(UsageError)?;
+    let peer = stream
+        .peer_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    // The server was not asked for a test perftest's wire carries: the client is the surprise.
+    check_spoken(kind, &p, spec)
+        .map_err(|why| anyhow!("a perftest client ({peer}) reached this server: {why}"))?;
+    let local_ip = stream.local_addr()?.ip();
+    let mut ch = ControlChannel::new(stream, opts.timeout)?;
+    let peer = ch.peer().to_string();
+    phase::enter(HANDSHAKE, Some(&peer));
+    let mut pt = PerftestPeer::start(&mut ch, Lead::Server)?;
+    let version = pt.theirs;
+    let local = choose_port(&opts.choice, Some(local_ip))?;
+    let recipe = PerfQps {
+        spec,
+        kind,
+        p: &p,
+        side: Side::Responder,
+        min_buffer: 0,
+    };
+    let SetUp { qps, remotes, mine } = set_up(&mut pt, opts, spec, &recipe, &local)?;
+    phase::enter(TRANSFER, None);
+    status(
+        opts,
+        &format!(
+            "perftest {version} client {peer} runs its test (up to {})",
+            humantime::format_duration(RUN_LIMIT)
+        ),
+    );
+    pt.set_timeout(RUN_LIMIT);
+    pt.hand_shake(&mine[0]).map_err(|e| {
+        e.context(format!(
+            "the perftest client ended early: if it ran another test than this server's \
+             --op {} (its ib_{}_bw), start the server with that --op",
+            p.op, p.op
+        ))
+    })?;
+    pt.set_timeout(opts.timeout);
+    phase::enter(RESULT_EXCHANGE, None);
+    let theirs = pt.bw_reports(&BwReport {
+        size: 0,
+        iters: 0,
+        bw_peak: 0.0,
+        bw_avg: 0.0,
+        msg_rate: 0.0,
+    })?;
+    pt.close(&mine[0])?;
+    let mut report = empty_report(kind, &p, spec, &qps, &remotes[0]);
+    report.compat = Some(format!("perftest {version}"));
+    report.bw.push(from_perftest(&theirs));
+    Ok(report)
+}
+
 /// What perftest's server prints for us: the last size's figures in MB/s.
 fn perftest_report(b: &BwResult) -> BwReport {
     BwReport {
@@ -207,6 +331,27 @@ fn perftest_report(b: &BwResult) -> BwReport {
         bw_avg: mib_per_sec(b.bw_avg_gbps),
         msg_rate: b.msg_rate_mpps,
     }
+}
+
+/// A perftest client's report as a result: its figures in MB/s, taken as sent.
+fn from_perftest(r: &BwReport) -> BwResult {
+    let gbps = |mib: f64| mib * f64::from(1u32 << 20) * 8.0 / 1e9;
+    let avg_bytes = r.bw_avg * f64::from(1u32 << 20);
+    BwResult::from_figures(
+        u32::try_from(r.size).unwrap_or(u32::MAX),
+        0,
+        BwFigures {
+            iterations: r.iters,
+            bw_peak_gbps: gbps(r.bw_peak),
+            bw_avg_gbps: gbps(r.bw_avg),
+            msg_rate_mpps: r.msg_rate,
+            elapsed_s: if avg_bytes > 0.0 {
+                r.size as f64 * r.iters as f64 / avg_bytes
+            } else {
+                0.0
+            },
+        },
+    )
 }
 
 /// A remote access or invalid-request error against perftest is almost always its buffer:

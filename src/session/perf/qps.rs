@@ -124,6 +124,9 @@ pub(super) struct PerfQps<'a> {
     /// The client (the initiator) checks what only it can refuse as a usage error (-I, -o,
     /// UD sizes).
     pub side: Side,
+    /// Bytes each QP's buffer has at least (a perftest peer steps its remote address through
+    /// a cycle buffer); 0 for rdmadiag peers.
+    pub min_buffer: usize,
 }
 
 impl PerfQps<'_> {
@@ -184,6 +187,7 @@ impl QpRecipe for PerfQps<'_> {
             local.clone(),
             QpShape {
                 rd_atomic: shape.rd_atomic.min(device_max),
+                buffer_len: shape.buffer_len.max(self.min_buffer),
                 ..shape
             },
         )?;

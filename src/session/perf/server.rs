@@ -42,6 +42,7 @@ pub fn serve(
         kind,
         p: &p,
         side: Side::Responder,
+        min_buffer: 0,
     };
     let plan = recipe.plan(opts);
     // Owns the QPs and the rdma_cm ids, and drops them in that order.
