@@ -97,7 +97,7 @@ _rdmadiag() {
             return 0
             ;;
         rdmadiag__subcmd__bw)
-            opts="-c -s -a -n -D -I -F -p -i -x -v -q -t -Q -l -o -b -w -y -d -h -V --op --connection --size --all --sizes --iters --duration --vs-tcp --inline --CPU-freq --report_gbits --counters --port --bind --persist --loopback --key-file --cm --ib-port --gid-index --mtu --tclass --sl --timeout --wait --max-size --max-qps --verbose --json --compat --qps --tx-depth --cq-mod --post-list --outstanding --bidirectional --units --expect-bw --limit_bw --expect-msgrate --limit_msgrate --expect-size --device --help --version"
+            opts="-c -s -a -n -D -I -F -p -i -x -v -q -t -Q -l -o -b -w -y -d -h -V --op --connection --size --all --sizes --iters --duration --vs-tcp --inline --CPU-freq --report_gbits --counters --port --bind --persist --loopback --key-file --cm --ib-port --gid-index --mtu --tclass --sl --timeout --wait --max-size --max-qps --verbose --compat --json --qps --tx-depth --cq-mod --post-list --outstanding --bidirectional --units --expect-bw --limit_bw --expect-msgrate --limit_msgrate --expect-size --device --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -711,7 +711,7 @@ _rdmadiag() {
             return 0
             ;;
         rdmadiag__subcmd__lat)
-            opts="-c -s -a -n -D -I -F -p -i -x -v -d -h -V --op --connection --size --all --sizes --iters --duration --vs-tcp --inline --CPU-freq --report_gbits --counters --port --bind --persist --loopback --key-file --cm --ib-port --gid-index --mtu --tclass --sl --timeout --wait --max-size --max-qps --verbose --json --histogram --timing --expect-lat --expect-percentile --expect-size --device --help --version"
+            opts="-c -s -a -n -D -I -F -p -i -x -v -d -h -V --op --connection --size --all --sizes --iters --duration --vs-tcp --inline --CPU-freq --report_gbits --counters --port --bind --persist --loopback --key-file --cm --ib-port --gid-index --mtu --tclass --sl --timeout --wait --max-size --max-qps --verbose --compat --json --histogram --timing --expect-lat --expect-percentile --expect-size --device --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -823,6 +823,10 @@ _rdmadiag() {
                     ;;
                 --max-qps)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --compat)
+                    COMPREPLY=($(compgen -W "perftest" -- "${cur}"))
                     return 0
                     ;;
                 --timing)

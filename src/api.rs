@@ -67,7 +67,7 @@ pub fn run(
             return Err(UsageError("--compat ibv serves one ibv_rc_pingpong client".into()).into());
         }
         if opts.compat == Some(Compat::Perftest) {
-            return Err(UsageError("--compat perftest applies to bw only".into()).into());
+            return Err(UsageError("--compat perftest applies to bw and lat".into()).into());
         }
     } else {
         perf::validate(spec).map_err(UsageError)?;

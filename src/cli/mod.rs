@@ -125,11 +125,11 @@ impl From<Compat> for crate::session::Compat {
     }
 }
 
-/// Peer tools bw can speak to on their own wire protocol.
+/// Peer tools bw and lat can speak to on their own wire protocol.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum PerfCompat {
-    /// perftest's exchange: connect to an ib_write_bw or ib_read_bw server (RC or UC WRITE,
-    /// RC READ), started with -s at least this side's largest size.
+    /// perftest's exchange: connect to an ib_write_bw, ib_read_bw, ib_send_bw, ib_write_lat or
+    /// ib_read_lat server (RC or UC WRITE, RC READ, RC SEND for bw).
     Perftest,
 }
 

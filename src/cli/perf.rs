@@ -157,6 +157,17 @@ pub struct PerfCommon {
     #[command(flatten)]
     pub connect: ConnectArgs,
 
+    /// Speak another tool's protocol instead of rdmadiag's: connect to its server (a one-shot
+    /// server serves its clients without this flag; see COMPATIBILITY).
+    #[arg(
+        long,
+        value_enum,
+        value_name = "TOOL",
+        conflicts_with_all = ["cm", "vs_tcp"],
+        help_heading = "Connection"
+    )]
+    pub compat: Option<PerfCompat>,
+
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -184,16 +195,6 @@ fn parse_expect_size(s: &str) -> Result<ExpectSize, String> {
 pub struct BwArgs {
     #[command(flatten)]
     pub common: PerfCommon,
-
-    /// Speak another tool's protocol instead of rdmadiag's (client only; see COMPATIBILITY).
-    #[arg(
-        long,
-        value_enum,
-        value_name = "TOOL",
-        conflicts_with_all = ["cm", "bidirectional", "vs_tcp"],
-        help_heading = "Connection"
-    )]
-    pub compat: Option<PerfCompat>,
 
     /// Queue pairs to spread the operations over.
     #[arg(short = 'q', long = "qps", value_name = "N", default_value_t = 1,

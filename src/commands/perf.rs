@@ -140,7 +140,7 @@ fn judge_and_emit(
 pub fn run_bw(args: &BwArgs) -> Result<u8> {
     let c = &args.common;
     let (mut opts, role) = session_options(&c.connect)?;
-    opts.compat = args.compat.map(Into::into);
+    opts.compat = c.compat.map(Into::into);
     let mut asked = Vec::new();
     if let Some(bps) = args.bw_threshold() {
         asked.push((Metric::BwAvg, bps / 1e9, "--expect-bw"));
@@ -176,7 +176,8 @@ pub fn run_bw(args: &BwArgs) -> Result<u8> {
 
 pub fn run_lat(args: &LatArgs) -> Result<u8> {
     let c = &args.common;
-    let (opts, role) = session_options(&c.connect)?;
+    let (mut opts, role) = session_options(&c.connect)?;
+    opts.compat = c.compat.map(Into::into);
     let asked: Vec<(Metric, f64, &str)> = args
         .expect_lat
         .map(|d| {

@@ -14,25 +14,29 @@ const PINGPONG: Items = &[(
 const BW: Items = &[
     (
         "--compat perftest",
-        "the client speaks perftest's out-of-band exchange to an unmodified ib_write_bw or \
-         ib_read_bw server (RC or UC WRITE, RC READ, one direction, any -q): the 16-byte \
+        "the client speaks perftest's out-of-band exchange to an unmodified ib_write_bw, \
+         ib_read_bw or ib_send_bw server (RC or UC WRITE, RC READ, RC SEND; one direction, any \
+         -q): the 16-byte \
          version, the system data and MTU (both sides use the smaller), one key message per QP \
          at each of perftest's handshakes (with the GID on RoCE, without on InfiniBand, where \
-         the server must not be given -x), the bw report and the close. The server prints this \
-         side's figures, in MB/s. Start the server with -s at least this side's largest size (or \
+         the server must not be given -x), the bw report and the close. ib_write_bw's and \
+         ib_read_bw's server prints this side's figures, in MB/s; ib_send_bw's measures what it \
+         receives (no report is swapped) and counts its own -n messages per QP, so give both \
+         sides the same -n. Start the server with -s at least this side's largest size (or \
          -a): its buffer is registered for its own -s, and a larger transfer fails with a line \
          naming -s.",
     ),
     (
         "Serving perftest clients",
-        "a one-shot bw server (no HOST, no --persist) also serves one ib_write_bw or ib_read_bw \
-         client, with no extra flag. The two are told apart by the first 8 bytes the client \
+        "a one-shot bw server (no HOST, no --persist) also serves one ib_write_bw, ib_read_bw or \
+         ib_send_bw client, with no extra flag. The two are told apart by the first 8 bytes the client \
          sends: rdmadiag's greeting starts with its magic, perftest's with its version as text \
          (\"6.06\" and NULs). perftest's client never says which test it runs, so the server \
          runs the test of its own flags: start it with the --op, -c and -q the ib_*_bw server it \
-         replaces was given (-s is the least buffer; a larger -s on the client fails there). It \
-         prints the client's figures (text or --json, with compat), as perftest's server does, \
-         taking them as MB/s (perftest's default; a client run with --report_gbits sends Gb/s). \
+         replaces was given (-s is the least buffer; a larger -s on the client fails there). For \
+         WRITE and READ it prints the client's figures (text or --json, with compat), as \
+         perftest's server does, taking them as MB/s (perftest's default; a client run with --report_gbits sends Gb/s); for \
+         SEND what it received, counting -n messages per QP (as perftest's server). \
          A client of another test, or with more QPs than -q, ends the server with one line \
          naming the flag. A server with a key (--key-file, RDMADIAG_KEY) serves no perftest \
          client, which cannot prove it: it logs the refusal and waits on for a client that can.",
@@ -54,8 +58,34 @@ const BW: Items = &[
     ),
     (
         "Not yet",
-        "ib_send_bw (SEND), -b, rdma_cm (-R), the lat tests and atomics against perftest, and \
+        "UC and UD SEND, -b, -D with SEND, rdma_cm (-R) and atomics against perftest, and \
          perftest clients of a --persist server (which names them on one line and goes on).",
+    ),
+];
+
+const LAT: Items = &[
+    (
+        "--compat perftest",
+        "the client speaks perftest's exchange to an unmodified ib_write_lat or ib_read_lat \
+         server (RC or UC WRITE, RC READ), in the order of those tests (one more handshake \
+         before the per-QP keys; ib_write_lat has no close). WRITE is perftest's ping-pong: \
+         each side writes -s bytes into the other's landing zone and waits for the last byte to \
+         become the iteration number's low byte, the server first. Both sides must be given \
+         the same -s and -n: perftest's peers then wait forever, this side for --timeout, \
+         then names both settings. One size a run (not -a, --sizes or -D).",
+    ),
+    (
+        "Serving perftest clients",
+        "a one-shot lat server (no HOST, no --persist) also serves one ib_write_lat or \
+         ib_read_lat client, told apart from rdmadiag's by its first bytes (its version as \
+         text), with this server's own --op, -s and -n. Against ib_write_lat it prints its own \
+         samples (the time between its writes, half of it as perftest's server does); against \
+         ib_read_lat nothing (the reads need nothing of it), as perftest's server.",
+    ),
+    (
+        "Versions",
+        "run against perftest 6.06 (Debian 12's) in the lab, both roles; see rdmadiag-bw(1) for \
+         the others. Not yet: ib_send_lat and atomics.",
     ),
 ];
 
@@ -64,6 +94,7 @@ pub fn compatibility(subcommand: &str) -> Items {
     match subcommand {
         "pingpong" => PINGPONG,
         "bw" => BW,
+        "lat" => LAT,
         _ => &[],
     }
 }

@@ -23,6 +23,17 @@ pub const PEAK_MIN_WINDOW: Duration = Duration::from_millis(1);
 /// Most progress samples kept per run; past it every other one is dropped (windows get longer).
 const MAX_SAMPLES: usize = 1 << 16;
 
+/// How a SEND receiver knows a QP's stream has ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StreamEnd {
+    /// rdmadiag's sender marks its last SEND with [`STOP_IMM`] (so -D needs no count).
+    #[default]
+    StopMark,
+    /// perftest's sender marks nothing: the receiver counts this many messages per QP (both
+    /// sides' -n).
+    Count(u64),
+}
+
 /// What one bandwidth run does.
 #[derive(Debug, Clone)]
 pub struct BwParams {
@@ -43,6 +54,8 @@ pub struct BwParams {
     pub send: bool,
     /// This side receives SENDs (the peer's, in a SEND test).
     pub receive: bool,
+    /// How a receiver knows the sender's stream has ended.
+    pub end: StreamEnd,
     /// Longest time without any completion before the run is declared stuck.
     pub timeout: Duration,
     pub peer: String,
@@ -339,7 +352,8 @@ pub fn run(
                     first_recv.get_or_insert_with(Instant::now);
                     s.received += 1;
                     unsampled_receives += 1;
-                    if c.imm_data == Some(STOP_IMM) {
+                    let counted_out = matches!(p.end, StreamEnd::Count(n) if s.received >= n);
+                    if c.imm_data == Some(STOP_IMM) || counted_out {
                         s.stopped = true;
                     }
                     s.tq.qp.post_recv(c.wr_id, &s.tq.mr, p.recv.clone())?;

@@ -14,6 +14,19 @@ use std::time::{Duration, Instant};
 /// The last-byte value that tells the responder the initiator's final write has come.
 const STOP_MARK: u8 = 255;
 
+/// How the two sides of a WRITE latency run mark their writes and where they land.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Marks {
+    /// rdmadiag's: the last byte cycles 1..=254 and 255 marks the final write, so the
+    /// responder needs no iteration count; each write lands `max_size` bytes into the peer's
+    /// buffer (its first half is the source).
+    #[default]
+    Rdmadiag,
+    /// perftest's ib_write_lat: the last byte is the iteration number's low byte, both sides
+    /// count the same iterations, and the peer's advertised address is its landing zone.
+    Perftest,
+}
+
 /// What one latency run does.
 #[derive(Debug, Clone)]
 pub struct LatParams {
@@ -32,11 +45,15 @@ pub struct LatParams {
     /// Test-only: leave operation number N (0-based) unposted, as if it had been lost, to prove
     /// that verification notices data that never arrived (`RDMADIAG_TEST_DROP_TRANSFER`).
     pub drop_for_test: Option<u64>,
+    /// WRITE latency: whose marks and layout.
+    pub marks: Marks,
     pub timeout: Duration,
     pub peer: String,
 }
 
-/// Samples of one side: full round trips for READ; for WRITE the initiator's round trips.
+/// Samples of one side: full round trips for READ; for WRITE the initiator's round trips (and,
+/// against perftest, the responder's: the time between its writes, as perftest's own server
+/// measures).
 pub struct LatOutcome {
     pub latency: LatencyRecorder,
     pub iterations: u64,
@@ -133,9 +150,15 @@ pub fn run_write(
     stop: &AtomicBool,
 ) -> Result<LatOutcome> {
     let size = p.size;
-    if remote.len < (max_size + size) as u64 {
+    let perftest = p.marks == Marks::Perftest;
+    // Where our write lands in the peer's buffer.
+    let remote_landing = if perftest { 0 } else { max_size };
+    if remote.len < (remote_landing + size) as u64 {
         bail!("the peer's buffer is too small for {size}-byte writes");
     }
+    let mark = |i: u64| if perftest { (i + 1) as u8 } else { mark(i) };
+    let stop_mark = (!perftest).then_some(STOP_MARK);
+    let mut last_post: Option<Instant> = None;
     let inline = size <= p.inline_max.min(tq.qp.caps().max_inline_data as usize);
     let landing = max_size + size - 1;
     let total = p.iterations.unwrap_or(u64::MAX);
@@ -167,7 +190,8 @@ pub fn run_write(
                 if now > *deadline.get_or_insert(now + p.timeout) {
                     bail!(
                         "timed out after {} waiting for the peer's RDMA WRITE of iteration {} \
-                         from {} (is the peer still running?)",
+                         from {} (is the peer still running? the landing zone's last byte \
+                         holds {seen})",
                         humantime::format_duration(p.timeout),
                         i + 1,
                         p.peer
@@ -182,26 +206,38 @@ pub fn run_write(
     loop {
         let t0 = Instant::now();
         let last = i + 1 >= total || run_until.is_some_and(|u| t0 >= u);
-        let v = if last { STOP_MARK } else { mark(i) };
+        let v = match stop_mark {
+            Some(stop) if last => stop,
+            _ => mark(i),
+        };
         if side == Side::Responder {
-            // The responder learns "last" from the mark itself, and echoes it.
+            // The responder learns "last" from the mark itself (or, against perftest, from the
+            // count both sides share), and echoes it.
             let want = mark(i);
-            let seen = wait_for(tq, &|b| b == want || b == STOP_MARK, &mut writes, i)?;
+            let seen = wait_for(tq, &|b| b == want || Some(b) == stop_mark, &mut writes, i)?;
             writes.wait_room(tq, p, WRITE_WINDOW)?;
             tq.mr.as_mut_slice()[size - 1] = seen;
-            let last = seen == STOP_MARK || i + 1 >= total;
-            writes.post(tq, (remote, max_size), size, inline, last)?;
+            let stopped = Some(seen) == stop_mark;
+            let last = stopped || i + 1 >= total;
+            if perftest {
+                // perftest's server times the gap between its writes: one round trip each.
+                let now = Instant::now();
+                if let Some(before) = last_post.replace(now) {
+                    latency.record(now - before);
+                }
+            }
+            writes.post(tq, (remote, remote_landing), size, inline, last)?;
             if strict {
                 writes.wait_room(tq, p, 1)?;
             }
             i += 1;
-            if seen == STOP_MARK || i >= total {
+            if stopped || i >= total {
                 break;
             }
             continue;
         }
         tq.mr.as_mut_slice()[size - 1] = v;
-        writes.post(tq, (remote, max_size), size, inline, last)?;
+        writes.post(tq, (remote, remote_landing), size, inline, last)?;
         if strict {
             writes.wait_room(tq, p, 1)?;
         }

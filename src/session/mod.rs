@@ -169,7 +169,11 @@ pub fn dial(opts: &SessionOptions) -> Result<TcpStream> {
         bail!("host '{host}' has no address");
     };
     let hint = match e.kind() {
-        ErrorKind::ConnectionRefused => " (is an rdmadiag server running there on that port?)",
+        ErrorKind::ConnectionRefused => match opts.compat {
+            Some(Compat::Perftest) => " (is a perftest server running there on that port?)",
+            Some(Compat::Ibv) => " (is ibv_rc_pingpong running there on that port?)",
+            None => " (is an rdmadiag server running there on that port?)",
+        },
         ErrorKind::TimedOut | ErrorKind::WouldBlock => " (no answer: host down or filtered?)",
         _ => "",
     };

@@ -44,9 +44,7 @@ pub fn serve_client_or_perftest(
         ))
         .into());
     }
-    Ok(Served::Perftest(Box::new(perf::perftest_serve(
-        stream, opts, spec,
-    )?)))
+    perf::perftest_serve(stream, opts, spec)
 }
 
 /// Up to `n` bytes the peer has sent, left unread, waiting for them until `by` (fewer if the

@@ -28,8 +28,8 @@ pub enum Lead {
 
 /// A perftest conversation in progress: the channel, which end this is, and the version both
 /// speak once [`PerftestPeer::start`] has exchanged them.
-pub struct PerftestPeer<'a> {
-    ch: &'a mut ControlChannel,
+pub struct PerftestPeer {
+    ch: ControlChannel,
     lead: Lead,
     /// The peer's own version.
     pub theirs: Version,
@@ -39,15 +39,22 @@ pub struct PerftestPeer<'a> {
     who: &'static str,
 }
 
-impl<'a> PerftestPeer<'a> {
+impl PerftestPeer {
     /// Exchange versions, refuse what cannot be spoken, and return the conversation.
-    pub fn start(ch: &'a mut ControlChannel, lead: Lead) -> Result<PerftestPeer<'a>> {
+    pub fn start(mut ch: ControlChannel, lead: Lead) -> Result<PerftestPeer> {
         let who = match lead {
             Lead::Client => "the perftest server",
             Lead::Server => "the perftest client",
         };
         let mut theirs = [0u8; super::VERSION_LEN];
-        xchg(ch, lead, &CLAIMED.encode(), &mut theirs, who, "version")?;
+        xchg(
+            &mut ch,
+            lead,
+            &CLAIMED.encode(),
+            &mut theirs,
+            who,
+            "version",
+        )?;
         let theirs = Version::decode(&theirs)?;
         theirs.check_accepted()?;
         if theirs >= Version::NEGOTIATION_SINCE && theirs < Version::new(6, 29) {
@@ -66,6 +73,11 @@ impl<'a> PerftestPeer<'a> {
         })
     }
 
+    /// The peer's address, as messages name it.
+    pub fn peer(&self) -> &str {
+        self.ch.peer()
+    }
+
     /// What the peer is called in messages.
     pub fn who(&self) -> &'static str {
         self.who
@@ -78,7 +90,7 @@ impl<'a> PerftestPeer<'a> {
     }
 
     fn xchg(&mut self, mine: &[u8], theirs: &mut [u8], what: &str) -> Result<()> {
-        xchg(self.ch, self.lead, mine, theirs, self.who, what)
+        xchg(&mut self.ch, self.lead, mine, theirs, self.who, what)
     }
 
     /// The system data, if both speak it: each side keeps the larger of each value.
@@ -260,8 +272,8 @@ mod tests {
             (5, b"done\0".to_vec()),
         ];
         let (port, server) = fake_server(b"6.06", rounds);
-        let mut ch = channel(port);
-        let mut pt = PerftestPeer::start(&mut ch, Lead::Client).unwrap();
+        let ch = channel(port);
+        let mut pt = PerftestPeer::start(ch, Lead::Client).unwrap();
         assert_eq!(pt.theirs, Version::new(6, 6));
         let sys = pt
             .sys_data(SysData {
@@ -295,11 +307,10 @@ mod tests {
             (b"hello", "not a perftest version"),
         ] {
             let (port, server) = fake_server(version, Vec::new());
-            let mut ch = channel(port);
-            let e = PerftestPeer::start(&mut ch, Lead::Client).err().unwrap();
+            let ch = channel(port);
+            let e = PerftestPeer::start(ch, Lead::Client).err().unwrap();
             let e = format!("{e:#}");
             assert!(e.contains(words), "{e}");
-            drop(ch);
             server.join().unwrap();
         }
     }
@@ -308,11 +319,11 @@ mod tests {
     fn a_key_of_the_other_form_is_named() {
         let rounds = vec![(59, vec![b'x'; 59])];
         let (port, server) = fake_server(b"6.06", rounds);
-        let mut ch = channel(port);
-        let mut pt = PerftestPeer::start(&mut ch, Lead::Client).unwrap();
+        let ch = channel(port);
+        let mut pt = PerftestPeer::start(ch, Lead::Client).unwrap();
         let e = pt.hand_shake(&key(1, None)).unwrap_err();
         assert!(format!("{e:#}").contains("with -x"), "{e:#}");
-        drop(ch);
+        drop(pt);
         server.join().unwrap();
     }
 }

@@ -13,6 +13,7 @@ use crate::connect::establish::{self, Connected};
 use crate::connect::heartbeat::Heartbeat;
 use crate::connect::test_qp::TestQp;
 use crate::exit::UsageError;
+use crate::perf::bw::StreamEnd;
 use crate::perf::{Progress, Side};
 use crate::report::perf::{BwResult, LatResult, PerfReport};
 use crate::session::phase::{self, QP_SETUP, RESULT_EXCHANGE, TRANSFER};
@@ -55,6 +56,7 @@ pub fn client(
         side: Side::Initiator,
         timeout: opts.timeout,
         peer: &peer,
+        end: StreamEnd::StopMark,
     };
     for &size in &p.sizes {
         observer.round_started(size);

@@ -3,6 +3,7 @@
 
 mod client;
 mod perftest;
+mod perftest_lat;
 mod qps;
 mod rounds;
 mod server;

@@ -1,14 +1,16 @@
-//! The client of a bw test against an unmodified perftest server (`ib_write_bw`, `ib_read_bw`),
-//! over perftest's own out-of-band exchange (`--compat perftest`).
+//! Both ends of a test against unmodified perftest (`--compat perftest` as client; a one-shot
+//! bw or lat server serves perftest clients), over perftest's own out-of-band exchange.
 //!
-//! The order is perftest's (`write_bw.c`, `read_bw.c`): versions, system data, MTU; per QP a
-//! key handshake; connect; a second per-QP round and one more handshake (the server is then
-//! ready); the run; one handshake to say it ended; the bw reports; the close.
+//! The order is perftest's (`write_bw.c`, `read_bw.c`, `write_lat.c`, `read_lat.c`): versions,
+//! system data, MTU; for lat one handshake more; per QP a key handshake; connect; a second
+//! per-QP round and one more handshake (the server is then ready); the run; for bw one
+//! handshake to say it ended and the bw reports; the close (none after ib_write_lat).
 
 use super::client::empty_report;
+use super::perftest_lat::lat_round;
 use super::qps::PerfQps;
 use super::rounds::{RoundContext, RoundOutcome, RoundPlan, run_round};
-use super::{Kind, max_size, validate};
+use super::{Kind, PerfServed, max_size, validate};
 use crate::connect::control::{ControlChannel, Op, PerfSpec, QpType, TestSpec};
 use crate::connect::endpoint::{Endpoint, LocalPort, RemoteMemory, choose_port};
 use crate::connect::establish::QpRecipe;
@@ -16,27 +18,31 @@ use crate::connect::perftest_wire::{BwReport, Lead, PerftestKey, PerftestPeer, S
 use crate::connect::protocol::BwFigures;
 use crate::connect::test_qp::{TestQp, UD_QKEY};
 use crate::exit::UsageError;
+use crate::perf::bw::StreamEnd;
 use crate::perf::{Progress, Side};
 use crate::report::perf::{BwResult, PerfReport};
 use crate::session::phase::{self, HANDSHAKE, QP_SETUP, RESULT_EXCHANGE, TRANSFER};
-use crate::session::{Observer, SessionOptions, dial, status};
+use crate::session::{Observer, Served, SessionOptions, dial, status};
 use crate::verbs::{LinkLayer, Mtu};
 use anyhow::{Result, anyhow, bail};
 use std::net::TcpStream;
 use std::time::Duration;
 
-/// What this first slice of perftest's wire runs: RC WRITE and READ, UC WRITE, bw, one way.
+/// What this side speaks of perftest's wire: bw and lat with RC (or UC) WRITE and RC READ,
+/// one way; lat one size, counted in iterations.
 fn check_spoken(kind: Kind, p: &PerfSpec, spec: &TestSpec) -> Result<(), String> {
-    if kind != Kind::Bw {
+    if kind == Kind::Verify {
         return Err(format!(
-            "perftest's wire is spoken for bw only ({} against perftest is not built yet)",
+            "perftest's wire is spoken for bw and lat ({} has no perftest counterpart)",
             kind.test_name(p.op)
         ));
     }
-    if p.op == Op::Send || spec.link.transport == QpType::Ud {
+    if spec.link.transport == QpType::Ud
+        || (p.op == Op::Send && (kind == Kind::Lat || spec.link.transport != QpType::Rc))
+    {
         return Err(
-            "perftest's wire is spoken for RDMA WRITE (RC, UC) and READ (RC); SEND \
-                    (ib_send_bw) and UD are not built yet"
+            "perftest's wire is spoken for RDMA WRITE (RC, UC), READ (RC) and bw SEND \
+                    (RC); ib_send_lat, UC SEND and UD are not built yet"
                 .into(),
         );
     }
@@ -47,6 +53,16 @@ fn check_spoken(kind: Kind, p: &PerfSpec, spec: &TestSpec) -> Result<(), String>
     }
     if p.bidirectional || p.vs_tcp {
         return Err("perftest's wire is spoken one way: -b and --vs-tcp are not built yet".into());
+    }
+    if p.op == Op::Send && p.duration_ms.is_some() {
+        return Err("perftest's ib_send_bw is spoken with -n iterations, not -D".into());
+    }
+    if kind == Kind::Lat && (p.duration_ms.is_some() || p.sizes.len() != 1) {
+        return Err(
+            "perftest's latency tests are spoken for one size and -n iterations \
+                    (not -D, -a or --sizes), the same on both sides"
+                .into(),
+        );
     }
     Ok(())
 }
@@ -62,7 +78,7 @@ fn cache_line_size() -> u32 {
 
 /// Our QP as perftest's key message carries it: with the GID on RoCE (perftest always sends
 /// it there), without on InfiniBand (perftest sends it there only with -x).
-fn key_of(tq: &TestQp) -> PerftestKey {
+fn key_of(tq: &TestQp, landing: usize) -> PerftestKey {
     let roce = tq.local.attr.link_layer == LinkLayer::Ethernet;
     PerftestKey {
         lid: tq.local.attr.lid,
@@ -70,7 +86,7 @@ fn key_of(tq: &TestQp) -> PerftestKey {
         qpn: tq.qp.qp_num(),
         psn: tq.psn,
         rkey: tq.mr.rkey(),
-        vaddr: tq.mr.addr(),
+        vaddr: tq.mr.addr() + landing as u64,
         gid: roce.then(|| tq.local.gid.as_ref().map(|g| g.gid).unwrap_or_default()),
         srqn: 0,
     }
@@ -142,7 +158,18 @@ fn set_up(
     let mut qps = (0..recipe.count())
         .map(|_| recipe.make(local))
         .collect::<Result<Vec<_>>>()?;
-    let mine: Vec<PerftestKey> = qps.iter().map(key_of).collect();
+    // The address the peer's operations go to: for WRITE latency the landing zone after the
+    // source, else the buffer's start.
+    let landing = if recipe.kind == Kind::Lat && recipe.p.op == Op::Write {
+        max as usize
+    } else {
+        0
+    };
+    let mine: Vec<PerftestKey> = qps.iter().map(|tq| key_of(tq, landing)).collect();
+    // perftest's latency tests shake hands once more before the per-QP round.
+    if recipe.kind == Kind::Lat {
+        pt.hand_shake(&mine[0])?;
+    }
     let theirs = mine
         .iter()
         .map(|k| pt.hand_shake(k))
@@ -160,25 +187,16 @@ fn set_up(
         tq.connect(&remote, Some(mtu.bytes()), spec.link.qos())?;
         remotes.push(remote);
     }
-    // perftest re-sends the same key at every handshake: one that differs in the second round
-    // is the first key of a QP this side does not have (the peer was given a larger -q).
-    for (k, first) in mine.iter().zip(&theirs) {
-        let again = pt.hand_shake(k)?;
-        if again.qpn != first.qpn {
-            bail!(
-                "{} connects more QPs than this side's -q {}: give both sides the same -q",
-                pt.who(),
-                qps.len()
-            );
-        }
+    // ib_send_bw shakes hands once before its second per-QP round, the others once after.
+    let send_bw = recipe.kind == Kind::Bw && recipe.p.op == Op::Send;
+    if send_bw {
+        again(pt, &mine[0], &theirs[0], qps.len())?;
     }
-    let again = pt.hand_shake(&mine[0])?;
-    if again.qpn != theirs[0].qpn {
-        bail!(
-            "{} connects more QPs than this side's -q {}: give both sides the same -q",
-            pt.who(),
-            qps.len()
-        );
+    for (k, first) in mine.iter().zip(&theirs) {
+        again(pt, k, first, qps.len())?;
+    }
+    if !send_bw {
+        again(pt, &mine[0], &theirs[0], qps.len())?;
     }
     status(
         opts,
@@ -192,7 +210,65 @@ fn set_up(
     Ok(SetUp { qps, remotes, mine })
 }
 
-/// Connect to a perftest server and run the bw test it serves.
+/// A later handshake: perftest re-sends the same key each time, so one that differs is the first
+/// key of a QP this side does not have (the peer was given a larger -q).
+fn again(pt: &mut PerftestPeer, mine: &PerftestKey, first: &PerftestKey, qps: usize) -> Result<()> {
+    if pt.hand_shake(mine)?.qpn != first.qpn {
+        bail!(
+            "{} connects more QPs than this side's -q {qps}: give both sides the same -q",
+            pt.who()
+        );
+    }
+    Ok(())
+}
+
+/// Both ends, met and set up: the conversation, the connected QPs, and the report so far.
+struct Met {
+    pt: PerftestPeer,
+    qps: Vec<TestQp>,
+    remotes: Vec<Endpoint>,
+    mine: Vec<PerftestKey>,
+    report: PerfReport,
+}
+
+/// Start the conversation on `stream` (the client leads) and set up the QPs of `p`.
+fn meet(
+    stream: TcpStream,
+    opts: &SessionOptions,
+    spec: &TestSpec,
+    p: &PerfSpec,
+    kind: Kind,
+    side: Side,
+) -> Result<Met> {
+    let local_ip = stream.local_addr()?.ip();
+    let ch = ControlChannel::new(stream, opts.timeout)?;
+    phase::enter(HANDSHAKE, Some(ch.peer()));
+    let lead = match side {
+        Side::Initiator => Lead::Client,
+        Side::Responder => Lead::Server,
+    };
+    let mut pt = PerftestPeer::start(ch, lead)?;
+    let local = choose_port(&opts.choice, Some(local_ip))?;
+    let recipe = PerfQps {
+        spec,
+        kind,
+        p,
+        side,
+        min_buffer: 0,
+    };
+    let SetUp { qps, remotes, mine } = set_up(&mut pt, opts, spec, &recipe, &local)?;
+    let mut report = empty_report(kind, p, spec, &qps, &remotes[0]);
+    report.compat = Some(format!("perftest {}", pt.theirs));
+    Ok(Met {
+        pt,
+        qps,
+        remotes,
+        mine,
+        report,
+    })
+}
+
+/// Connect to a perftest server and run the bw or lat test it serves.
 pub fn perftest_client(
     opts: &SessionOptions,
     spec: &TestSpec,
@@ -200,29 +276,32 @@ pub fn perftest_client(
 ) -> Result<PerfReport> {
     let (kind, p) = validate(spec).map_err(UsageError)?;
     check_spoken(kind, &p, spec).map_err(|why| UsageError(format!("--compat perftest: {why}")))?;
-    let stream = dial(opts)?;
-    let local_ip = stream.local_addr()?.ip();
-    let mut ch = ControlChannel::new(stream, opts.timeout)?;
-    let peer = ch.peer().to_string();
-    phase::enter(HANDSHAKE, Some(&peer));
-    let mut pt = PerftestPeer::start(&mut ch, Lead::Client)?;
-    let local = choose_port(&opts.choice, Some(local_ip))?;
-    let recipe = PerfQps {
-        spec,
-        kind,
-        p: &p,
-        side: Side::Initiator,
-        min_buffer: 0,
-    };
-    let SetUp {
+    let Met {
+        mut pt,
         mut qps,
         remotes,
         mine,
-    } = set_up(&mut pt, opts, spec, &recipe, &local)?;
-    let mut report = empty_report(kind, &p, spec, &qps, &remotes[0]);
-    report.compat = Some(format!("perftest {}", pt.theirs));
+        mut report,
+    } = meet(dial(opts)?, opts, spec, &p, kind, Side::Initiator)?;
+    let peer = pt.peer().to_string();
     let fallback = Progress::default();
     let progress = observer.progress().unwrap_or(&fallback);
+    phase::enter(TRANSFER, None);
+    if kind == Kind::Lat {
+        observer.round_started(p.sizes[0]);
+        let (outcome, cpu) = crate::cpu::measure(|| {
+            lat_round(&mut qps, &remotes, &p, Side::Initiator, opts.timeout, &peer)
+        });
+        let mut l = outcome?.ok_or_else(|| anyhow!("a latency run produced no samples"))?;
+        l.cpu_s = cpu;
+        report.lat.push(l);
+        // ib_read_lat's server waits in the close; ib_write_lat has none.
+        if p.op == Op::Read {
+            phase::enter(RESULT_EXCHANGE, None);
+            pt.close(&mine[0])?;
+        }
+        return Ok(report);
+    }
     let cx = RoundContext {
         kind,
         spec,
@@ -230,11 +309,19 @@ pub fn perftest_client(
         side: Side::Initiator,
         timeout: opts.timeout,
         peer: &peer,
+        end: StreamEnd::StopMark,
     };
-    phase::enter(TRANSFER, None);
     let max = max_size(&p) as u64;
+    // ib_send_bw's server posts its receives, then shakes hands, for every size; in a sweep
+    // (perftest's -a: more than one size) it shakes hands again after each. Each side prints
+    // what it measured: no reports are swapped.
+    let send = p.op == Op::Send;
+    let sweep = p.sizes.len() > 1;
     for &size in &p.sizes {
         observer.round_started(size);
+        if send {
+            pt.hand_shake(&mine[0])?;
+        }
         let plan = RoundPlan { size, batch: None };
         let (outcome, cpu) =
             crate::cpu::measure(|| run_round(&mut qps, &remotes, &cx, plan, progress));
@@ -245,8 +332,21 @@ pub fn perftest_client(
             }
             _ => return Err(anyhow!("a bw round produced no bandwidth figures")),
         }
+        if send && sweep {
+            pt.hand_shake(&mine[0]).map_err(|e| {
+                e.context(format!(
+                    "{} did not end its run: give it the same -n as this side ({})",
+                    pt.who(),
+                    p.iterations.unwrap_or(0)
+                ))
+            })?;
+        }
     }
     phase::enter(RESULT_EXCHANGE, None);
+    if send {
+        pt.close(&mine[0])?;
+        return Ok(report);
+    }
     // The run has ended: the server, waiting in a handshake, now swaps reports.
     pt.hand_shake(&mine[0])?;
     let last = report.bw.last().ok_or_else(|| anyhow!("no size was run"))?;
@@ -259,14 +359,11 @@ pub fn perftest_client(
 /// says nothing while it runs).
 pub const RUN_LIMIT: Duration = Duration::from_secs(3600);
 
-/// Serve one perftest client (ib_write_bw, ib_read_bw) with this server's own test flags: the
-/// client never says which test it runs. Returns the client's figures, which it sends at the
-/// end, as perftest's server prints them.
-pub fn perftest_serve(
-    stream: TcpStream,
-    opts: &SessionOptions,
-    spec: &TestSpec,
-) -> Result<PerfReport> {
+/// Serve one perftest client (ib_write_bw, ib_read_bw, ib_write_lat, ib_read_lat) with this
+/// server's own test flags: the client never says which test it runs. A bw server returns the
+/// client's figures, which it sends at the end, as perftest's server prints them; a WRITE
+/// latency server its own samples, as perftest's; a READ latency server nothing.
+pub fn perftest_serve(stream: TcpStream, opts: &SessionOptions, spec: &TestSpec) -> Result<Served> {
     let (kind, p) = validate(spec).map_err(UsageError)?;
     let peer = stream
         .peer_addr()
@@ -275,22 +372,60 @@ pub fn perftest_serve(
     // The server was not asked for a test perftest's wire carries: the client is the surprise.
     check_spoken(kind, &p, spec)
         .map_err(|why| anyhow!("a perftest client ({peer}) reached this server: {why}"))?;
-    let local_ip = stream.local_addr()?.ip();
-    let mut ch = ControlChannel::new(stream, opts.timeout)?;
-    let peer = ch.peer().to_string();
-    phase::enter(HANDSHAKE, Some(&peer));
-    let mut pt = PerftestPeer::start(&mut ch, Lead::Server)?;
+    let Met {
+        mut pt,
+        mut qps,
+        remotes,
+        mine,
+        mut report,
+    } = meet(stream, opts, spec, &p, kind, Side::Responder)?;
     let version = pt.theirs;
-    let local = choose_port(&opts.choice, Some(local_ip))?;
-    let recipe = PerfQps {
-        spec,
-        kind,
-        p: &p,
-        side: Side::Responder,
-        min_buffer: 0,
-    };
-    let SetUp { qps, remotes, mine } = set_up(&mut pt, opts, spec, &recipe, &local)?;
     phase::enter(TRANSFER, None);
+    if kind == Kind::Lat && p.op == Op::Write {
+        let l = lat_round(&mut qps, &remotes, &p, Side::Responder, opts.timeout, &peer)?
+            .ok_or_else(|| anyhow!("a latency run produced no samples"))?;
+        report.lat.push(l);
+        return Ok(Served::Perftest(Box::new(report)));
+    }
+    if p.op == Op::Send {
+        // ib_send_bw: our receives are posted (the QPs were made so); per size a handshake,
+        // the run (the client's -n messages per QP, counted: it marks no last one), another.
+        let cx = RoundContext {
+            kind,
+            spec,
+            p: &p,
+            side: Side::Responder,
+            timeout: opts.timeout,
+            peer: &peer,
+            end: StreamEnd::Count(p.iterations.unwrap_or(0)),
+        };
+        for &size in &p.sizes {
+            pt.hand_shake(&mine[0])?;
+            let plan = RoundPlan { size, batch: None };
+            let (outcome, cpu) = crate::cpu::measure(|| {
+                run_round(&mut qps, &remotes, &cx, plan, &Progress::default())
+            });
+            match outcome.map_err(|e| {
+                e.context(format!(
+                    "the perftest client sends -n messages per QP and this side counts its own \
+                     -n ({}) and -s ({size}): give both sides the same",
+                    p.iterations.unwrap_or(0)
+                ))
+            })? {
+                Some(RoundOutcome::Bw(mut b)) => {
+                    b.cpu_s = cpu;
+                    report.bw.push(b);
+                }
+                _ => return Err(anyhow!("a SEND round received nothing")),
+            }
+            if p.sizes.len() > 1 {
+                pt.hand_shake(&mine[0])?;
+            }
+        }
+        phase::enter(RESULT_EXCHANGE, None);
+        pt.close(&mine[0])?;
+        return Ok(Served::Perftest(Box::new(report)));
+    }
     status(
         opts,
         &format!(
@@ -299,13 +434,15 @@ pub fn perftest_serve(
         ),
     );
     pt.set_timeout(RUN_LIMIT);
-    pt.hand_shake(&mine[0]).map_err(|e| {
-        e.context(format!(
-            "the perftest client ended early: if it ran another test than this server's \
-             --op {} (its ib_{}_bw), start the server with that --op",
-            p.op, p.op
-        ))
-    })?;
+    if kind == Kind::Lat {
+        // ib_read_lat: its reads need nothing of this side; it ends with the close.
+        pt.close(&mine[0]).map_err(|e| early(e, p.op, "lat"))?;
+        return Ok(Served::Perf(PerfServed {
+            test: kind.test_name(p.op),
+            rounds: 1,
+        }));
+    }
+    pt.hand_shake(&mine[0]).map_err(|e| early(e, p.op, "bw"))?;
     pt.set_timeout(opts.timeout);
     phase::enter(RESULT_EXCHANGE, None);
     let theirs = pt.bw_reports(&BwReport {
@@ -316,10 +453,17 @@ pub fn perftest_serve(
         msg_rate: 0.0,
     })?;
     pt.close(&mine[0])?;
-    let mut report = empty_report(kind, &p, spec, &qps, &remotes[0]);
-    report.compat = Some(format!("perftest {version}"));
     report.bw.push(from_perftest(&theirs));
-    Ok(report)
+    Ok(Served::Perftest(Box::new(report)))
+}
+
+/// A perftest client that ended while this server waited for its run: most likely another
+/// test than the server's.
+fn early(e: anyhow::Error, op: Op, kind: &str) -> anyhow::Error {
+    e.context(format!(
+        "the perftest client ended early: if it ran another test than this server's --op {op} \
+         (its ib_{op}_{kind}), start the server with that --op"
+    ))
 }
 
 /// What perftest's server prints for us: the last size's figures in MB/s.

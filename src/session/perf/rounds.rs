@@ -6,7 +6,7 @@ use super::{Kind, RX_DEPTH, gbps, max_size};
 use crate::connect::control::{Batch, Op, PerfSpec, TestSpec};
 use crate::connect::endpoint::{Endpoint, RemoteMemory};
 use crate::connect::test_qp::TestQp;
-use crate::perf::bw::{self, BwOutcome, BwParams};
+use crate::perf::bw::{self, BwOutcome, BwParams, StreamEnd};
 use crate::perf::lat::{self, LatParams};
 use crate::perf::{Progress, Side, verify};
 use crate::pingpong;
@@ -55,6 +55,8 @@ pub(super) struct RoundContext<'a> {
     pub side: Side,
     pub timeout: Duration,
     pub peer: &'a str,
+    /// How a SEND receiver knows the sender is done.
+    pub end: StreamEnd,
 }
 
 /// This side's part of one round.
@@ -85,6 +87,7 @@ pub(super) fn run_round(
         signal_every: p.timing.signal_every(),
         slots,
         drop_for_test: drop,
+        marks: lat::Marks::Rdmadiag,
         timeout,
         peer: peer.to_string(),
     };
@@ -115,6 +118,7 @@ pub(super) fn run_round(
                 recv: max..max + recv_len(spec, max),
                 send,
                 receive,
+                end: cx.end,
                 timeout,
                 peer: peer.to_string(),
             };

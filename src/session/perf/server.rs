@@ -11,6 +11,7 @@ use crate::connect::control::{
 use crate::connect::endpoint::Endpoint;
 use crate::connect::establish::{self, Connected};
 use crate::exit::DataMismatch;
+use crate::perf::bw::StreamEnd;
 use crate::perf::{Progress, Side, verify};
 use crate::session::phase::{self, QP_SETUP, RESULT_EXCHANGE, TRANSFER};
 use crate::session::{SessionOptions, status};
@@ -57,6 +58,7 @@ pub fn serve(
         side: Side::Responder,
         timeout: opts.timeout,
         peer: &peer,
+        end: StreamEnd::StopMark,
     };
     let mut rounds = 0;
     // A failed verification ends this side non-zero too, after the protocol is finished.

@@ -1,0 +1,78 @@
+//! perftest's latency tests (ib_write_lat, ib_read_lat) on QPs set up by `perftest.rs`: the
+//! same engines as rdmadiag's, with perftest's marks and layout for WRITE.
+
+use super::max_size;
+use crate::connect::control::{Op, PerfSpec};
+use crate::connect::endpoint::Endpoint;
+use crate::connect::test_qp::TestQp;
+use crate::perf::Side;
+use crate::perf::lat::{self, LatParams, Marks};
+use crate::report::perf::LatResult;
+use crate::session::STOP;
+use anyhow::{Result, anyhow};
+use std::time::Duration;
+
+/// One latency run of `p`'s single size on the first QP. The initiator's samples are its round
+/// trips; against perftest the WRITE responder's too (the gap between its writes, as perftest's
+/// server measures). None where this side measures nothing (the READ responder).
+pub(super) fn lat_round(
+    qps: &mut [TestQp],
+    remotes: &[Endpoint],
+    p: &PerfSpec,
+    side: Side,
+    timeout: Duration,
+    peer: &str,
+) -> Result<Option<LatResult>> {
+    let tq = &mut qps[0];
+    let mem = remotes[0]
+        .memory
+        .ok_or_else(|| anyhow!("perftest's key carried no buffer"))?;
+    let max = max_size(p);
+    let size = p.sizes[0] as usize;
+    let lp = LatParams {
+        op: p.op,
+        size,
+        iterations: p.iterations,
+        duration: None,
+        inline_max: p.inline as usize,
+        signal_every: p.timing.signal_every(),
+        slots: 1,
+        drop_for_test: None,
+        marks: Marks::Perftest,
+        timeout,
+        peer: peer.to_string(),
+    };
+    let (o, scale) = match p.op {
+        Op::Write => {
+            // ib_write_lat's server writes first and its client waits first (the reverse of
+            // rdmadiag's): the engine's initiator is the one that writes first. The landing
+            // zone was cleared when the QP was made (its buffer starts zeroed), before the
+            // handshake after which the server's first write may come at once.
+            let first = match side {
+                Side::Initiator => Side::Responder,
+                Side::Responder => Side::Initiator,
+            };
+            (lat::run_write(tq, first, mem, max, &lp, &STOP), 2.0)
+        }
+        Op::Read if side == Side::Initiator => (lat::run_serial(tq, mem, &lp, &STOP), 1.0),
+        _ => return Ok(None),
+    };
+    let o = o.map_err(|e| {
+        e.context(
+            "perftest's latency tests count on the same -s and -n on both sides (and the \
+             same --op: ib_write_lat or ib_read_lat)",
+        )
+    })?;
+    Ok(Some(LatResult {
+        size: size as u32,
+        iterations: o.iterations,
+        latency: o.latency.stats(scale),
+        bw_avg_gbps: None,
+        verified: None,
+        transfers_checked: None,
+        mismatch: None,
+        histogram: o.latency.buckets(20, scale),
+        cpu_s: None,
+        peer_cpu_s: None,
+    }))
+}
