@@ -104,6 +104,12 @@ pub const OTHER_TOOLS_FLAGS: &[(&str, &str, &[&str])] = &[
         &["bw"],
     ),
     (
+        "-A TYPE, --atomic_type TYPE",
+        "perftest's atomic type (ib_atomic_bw, ib_atomic_lat): -A FETCH_AND_ADD is --op \
+         atomic-fadd, -A CMP_AND_SWAP is --op atomic-cswap (8 bytes, RC).",
+        &["bw", "lat"],
+    ),
+    (
         "-p PORT",
         "what this command took for -i before: still the port of the device.",
         &["ports"],
@@ -339,6 +345,7 @@ mod tests {
                 args.push(words.next().unwrap());
                 let value = match words.next() {
                     Some("MTU") => Some("1024"),
+                    Some("TYPE") => Some("FETCH_AND_ADD"),
                     Some(_) => Some("1"),
                     None => None,
                 };

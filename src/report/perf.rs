@@ -163,7 +163,7 @@ pub struct PerfReport {
     /// Operations per ibv_post_send call (bw).
     #[serde(default)]
     pub post_list: u32,
-    /// RDMA READs in flight per QP (READ tests: the QP's max_rd_atomic).
+    /// RDMA READs or atomics in flight per QP (READ and atomic tests: the QP's max_rd_atomic).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outstanding_reads: Option<u32>,
     /// Latency tests: how samples are taken (perftest or lean) and the signalling in words.
@@ -251,7 +251,8 @@ fn settings_text(r: &PerfReport) -> String {
         ));
     }
     if let Some(o) = r.outstanding_reads {
-        parts.push(format!("outstanding reads {o}"));
+        let what = if r.op.is_atomic() { "atomics" } else { "reads" };
+        parts.push(format!("outstanding {what} {o}"));
     }
     parts.push(format!("inline {} B", r.inline));
     if let Some(t) = r.timing {

@@ -8,7 +8,7 @@ use crate::connect::endpoint::{Endpoint, RemoteMemory};
 use crate::connect::test_qp::TestQp;
 use crate::perf::bw::{self, BwOutcome, BwParams};
 use crate::perf::lat::{self, LatParams};
-use crate::perf::{Progress, Side, verify};
+use crate::perf::{Progress, Side, atomic, verify};
 use crate::pingpong;
 use crate::report::perf::{BwResult, LatResult};
 use crate::session::STOP;
@@ -110,7 +110,9 @@ pub(super) fn run_round(
                 tx_depth: p.tx_depth,
                 cq_mod,
                 post_list: p.post_list,
-                inline: size <= p.inline && qps.iter().all(|q| size <= q.qp.caps().max_inline_data),
+                inline: size <= p.inline
+                    && !p.op.is_atomic()
+                    && qps.iter().all(|q| size <= q.qp.caps().max_inline_data),
                 rx_depth: RX_DEPTH,
                 recv: max..max + recv_len(spec, max),
                 send,
@@ -119,6 +121,9 @@ pub(super) fn run_round(
                 peer: peer.to_string(),
             };
             let o = bw::run(qps, remotes, &bp, progress, &STOP)?;
+            if p.op.is_atomic() && initiator {
+                check_targets(qps, &mems, p.op, None, o.messages, cx)?;
+            }
             Ok(Some(RoundOutcome::Bw(bw_result(size, cq_mod, &o))))
         }
         Kind::Lat => {
@@ -136,12 +141,15 @@ pub(super) fn run_round(
                     let o = lat::run_write(tq, side, mem, max, &lp, &STOP)?;
                     (o.latency, o.iterations, 2.0)
                 }
-                Op::Read if initiator => {
+                Op::Read | Op::AtomicFadd | Op::AtomicCswap if initiator => {
                     let mem = mems[0].ok_or_else(|| anyhow!("the peer exposed no buffer"))?;
                     let o = lat::run_serial(tq, mem, &lp, &STOP)?;
+                    if p.op.is_atomic() {
+                        check_targets(qps, &mems, p.op, Some(0), o.iterations, cx)?;
+                    }
                     (o.latency, o.iterations, 1.0)
                 }
-                Op::Read => return Ok(None),
+                Op::Read | Op::AtomicFadd | Op::AtomicCswap => return Ok(None),
             };
             if !initiator {
                 return Ok(None);
@@ -201,6 +209,39 @@ pub(super) fn run_round(
     }
 }
 
+/// After an atomic round, off the clock: read back every QP's target (`lat_qp`: the latency
+/// run's one) and check it holds what the `completed` operations left (crate::perf::atomic).
+fn check_targets(
+    qps: &[TestQp],
+    mems: &[Option<RemoteMemory>],
+    op: Op,
+    lat_qp: Option<usize>,
+    completed: u64,
+    cx: &RoundContext,
+) -> Result<()> {
+    let serial = lat_qp.is_some();
+    let mut found = Vec::with_capacity(qps.len());
+    for (i, tq) in qps.iter().enumerate().skip(lat_qp.unwrap_or(0)) {
+        let mem = mems[i].ok_or_else(|| anyhow!("the peer exposed no buffer for atomics"))?;
+        found.push(atomic::read_back(tq, mem, cx.timeout, cx.peer, &STOP)?);
+        if serial {
+            break;
+        }
+    }
+    let expected = atomic::expected_final(op, serial, completed);
+    if op == Op::AtomicFadd && !serial && found.len() > 1 {
+        // The adds of each QP are not counted apart: their targets' sum is checked.
+        let sum = found.iter().fold(0u64, |a, &v| a.wrapping_add(v));
+        let which = format!("the targets of {} QPs, summed", found.len());
+        return Ok(atomic::check_final(op, &which, expected, sum, cx.peer)?);
+    }
+    for (i, &v) in found.iter().enumerate() {
+        let which = format!("the target of QP {}", i + lat_qp.unwrap_or(0));
+        atomic::check_final(op, &which, expected, v, cx.peer)?;
+    }
+    Ok(())
+}
+
 /// Before a round: clear what the peer's writes will land on (latency WRITE spins on it) and
 /// lay out the data a diagnostic moves: the writer's slots hold each transfer's own pattern,
 /// the reader's are zeroed, so a transfer that never arrives leaves nothing that could pass.
@@ -212,6 +253,14 @@ pub(super) fn prepare_round(
     round: RoundPlan,
     server: bool,
 ) {
+    if p.op.is_atomic() {
+        // The responder's targets start at 0 (module crate::perf::atomic); ours are results.
+        let start = if server { atomic::target_start() } else { 0 };
+        for tq in qps.iter_mut() {
+            tq.mr.as_mut_slice()[atomic::RESULT].copy_from_slice(&start.to_ne_bytes());
+        }
+        return;
+    }
     let max = max_size(p);
     let size = round.size;
     let buf = qps[0].mr.as_mut_slice();
