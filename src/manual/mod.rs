@@ -165,8 +165,10 @@ pub const EXIT_STATUS: &[(u8, &str)] = &[
     ),
     (
         exit::DATA_MISMATCH,
-        "Data did not arrive as sent: write or read found a transfer whose bytes differ; the \
-         transfer, offset, expected and found bytes are on standard error.",
+        "Data did not arrive as sent: write or read found a transfer whose bytes differ (the \
+         transfer, offset, expected and found bytes are on standard error), or an atomic bw or \
+         lat test found the server's 8-byte target or a returned value not as its operations \
+         left it (expected and found values on standard error).",
     ),
     (
         exit::INTERRUPTED,
