@@ -522,4 +522,24 @@ mod tests {
         assert_eq!(msg_rate_text(12_500_000.0), "12.5 Mpps");
         assert_eq!(msg_rate_text(0.0), "0.00 pps");
     }
+
+    #[test]
+    fn atomics_name_their_op_and_their_outstanding_bound() {
+        let ep = serde_json::json!({"device": "rxe0", "port": 1, "link_layer": "Ethernet",
+            "lid": 0, "qpn": 17, "psn": 1, "gid": "::ffff:10.0.0.1", "gid_index": 1,
+            "gid_type": null, "netdev": null, "active_mtu": 1024, "qkey": 0});
+        let mut r: PerfReport = serde_json::from_value(serde_json::json!({"test": "lat",
+            "op": "atomic-cswap", "transport": "RC", "qps": 1, "tx_depth": 1, "cq_mod": 1,
+            "inline": 0, "outstanding_reads": 16, "bidirectional": false, "duration_s": null,
+            "path_mtu": 1024, "local": ep, "remote": ep}))
+        .unwrap();
+        assert_eq!(r.op, Op::AtomicCswap);
+        let head = perf_header(&r);
+        assert!(head.starts_with("lat atomic-cswap RC"), "{head}");
+        assert!(head.contains("outstanding atomics 16"), "{head}");
+        r.op = Op::Read;
+        assert!(perf_header(&r).contains("outstanding reads 16"));
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["op"], "read");
+    }
 }
