@@ -321,7 +321,7 @@ pub struct LatArgs {
 
     /// How samples are taken: perftest (every operation signalled and its completion polled
     /// inside the sample, as ib_*_lat) or lean (a completion every 16th operation, reaped
-    /// outside the samples). READ always waits for each completion.
+    /// outside the samples). READ and atomics always wait for each completion.
     #[arg(
         long = "timing",
         value_enum,

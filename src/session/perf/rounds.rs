@@ -122,7 +122,7 @@ pub(super) fn run_round(
             };
             let o = bw::run(qps, remotes, &bp, progress, &STOP)?;
             if p.op.is_atomic() && initiator {
-                check_targets(qps, &mems, p.op, None, o.messages, cx)?;
+                check_targets(qps, &mems, p.op, false, o.messages, cx)?;
             }
             Ok(Some(RoundOutcome::Bw(bw_result(size, cq_mod, &o))))
         }
@@ -145,7 +145,7 @@ pub(super) fn run_round(
                     let mem = mems[0].ok_or_else(|| anyhow!("the peer exposed no buffer"))?;
                     let o = lat::run_serial(tq, mem, &lp, &STOP)?;
                     if p.op.is_atomic() {
-                        check_targets(qps, &mems, p.op, Some(0), o.iterations, cx)?;
+                        check_targets(qps, &mems, p.op, true, o.iterations, cx)?;
                     }
                     (o.latency, o.iterations, 1.0)
                 }
@@ -209,35 +209,32 @@ pub(super) fn run_round(
     }
 }
 
-/// After an atomic round, off the clock: read back every QP's target (`lat_qp`: the latency
-/// run's one) and check it holds what the `completed` operations left (crate::perf::atomic).
+/// After an atomic round, off the clock: read back the targets (`serial`: the latency run's
+/// one QP; else every QP's) and check they hold what the `completed` operations left
+/// (crate::perf::atomic).
 fn check_targets(
     qps: &[TestQp],
     mems: &[Option<RemoteMemory>],
     op: Op,
-    lat_qp: Option<usize>,
+    serial: bool,
     completed: u64,
     cx: &RoundContext,
 ) -> Result<()> {
-    let serial = lat_qp.is_some();
-    let mut found = Vec::with_capacity(qps.len());
-    for (i, tq) in qps.iter().enumerate().skip(lat_qp.unwrap_or(0)) {
-        let mem = mems[i].ok_or_else(|| anyhow!("the peer exposed no buffer for atomics"))?;
+    let targets = if serial { &qps[..1] } else { qps };
+    let mut found = Vec::with_capacity(targets.len());
+    for (tq, mem) in targets.iter().zip(mems) {
+        let mem = mem.ok_or_else(|| anyhow!("the peer exposed no buffer for atomics"))?;
         found.push(atomic::read_back(tq, mem, cx.timeout, cx.peer, &STOP)?);
-        if serial {
-            break;
-        }
     }
     let expected = atomic::expected_final(op, serial, completed);
-    if op == Op::AtomicFadd && !serial && found.len() > 1 {
+    if op == Op::AtomicFadd && found.len() > 1 {
         // The adds of each QP are not counted apart: their targets' sum is checked.
         let sum = found.iter().fold(0u64, |a, &v| a.wrapping_add(v));
         let which = format!("the targets of {} QPs, summed", found.len());
         return Ok(atomic::check_final(op, &which, expected, sum, cx.peer)?);
     }
     for (i, &v) in found.iter().enumerate() {
-        let which = format!("the target of QP {}", i + lat_qp.unwrap_or(0));
-        atomic::check_final(op, &which, expected, v, cx.peer)?;
+        atomic::check_final(op, &format!("the target of QP {i}"), expected, v, cx.peer)?;
     }
     Ok(())
 }
