@@ -222,6 +222,18 @@ mod tests {
     }
 
     #[test]
+    fn a_device_without_atomics_is_named_before_any_qp() {
+        use super::qps::atomics_supported;
+        use crate::verbs::AtomicCap;
+        let e = atomics_supported(Op::AtomicFadd, "mlx9_0", AtomicCap::None).unwrap_err();
+        let e = e.to_string();
+        assert!(e.contains("mlx9_0") && e.contains("ATOMIC_NONE"), "{e}");
+        assert!(!e.contains('\n'));
+        assert!(atomics_supported(Op::AtomicCswap, "rxe0", AtomicCap::Hca).is_ok());
+        assert!(atomics_supported(Op::Write, "mlx9_0", AtomicCap::None).is_ok());
+    }
+
+    #[test]
     fn diagnostic_rounds_hold_up_to_16_mib_of_slots() {
         assert_eq!(verify_slots(4096, 100), 100);
         assert_eq!(verify_slots(8 << 20, 3), 2);

@@ -173,14 +173,7 @@ impl QpRecipe for PerfQps<'_> {
             .limits;
         let device_max = (caps.max_qp_rd_atom.clamp(1, 255) as u8)
             .min(caps.max_qp_init_rd_atom.clamp(1, 255) as u8);
-        if p.op.is_atomic() && caps.atomic_cap == AtomicCap::None {
-            anyhow::bail!(
-                "{} has no atomic operations (atomic_cap {}): --op {} cannot run on it",
-                local.ctx.name(),
-                caps.atomic_cap,
-                p.op
-            );
-        }
+        atomics_supported(p.op, local.ctx.name(), caps.atomic_cap)?;
         if (p.op == Op::Read || p.op.is_atomic())
             && let Some(o) = p.outstanding.filter(|&o| o > device_max as u32)
         {
@@ -214,6 +207,17 @@ impl QpRecipe for PerfQps<'_> {
         }
         Ok(tq)
     }
+}
+
+/// An atomic test on a device without atomics (`atomic_cap` ATOMIC_NONE) fails before any QP
+/// is made, naming the device (a runtime failure: another device may have them).
+pub(super) fn atomics_supported(op: Op, device: &str, cap: AtomicCap) -> Result<()> {
+    if op.is_atomic() && cap == AtomicCap::None {
+        anyhow::bail!(
+            "{device} has no atomic operations (atomic_cap {cap}): --op {op} cannot run on it"
+        );
+    }
+    Ok(())
 }
 
 /// `-I N` asks for N bytes of inline data: refuse (exit 2) if the device granted less.
