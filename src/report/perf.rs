@@ -166,6 +166,9 @@ pub struct PerfReport {
     /// RDMA READs or atomics in flight per QP (READ and atomic tests: the QP's max_rd_atomic).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outstanding_reads: Option<u32>,
+    /// The device's bound on them (the lower of its max_qp_rd_atom and max_qp_init_rd_atom).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outstanding_max: Option<u32>,
     /// Latency tests: how samples are taken (perftest or lean) and the signalling in words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timing: Option<LatTiming>,
@@ -252,7 +255,11 @@ fn settings_text(r: &PerfReport) -> String {
     }
     if let Some(o) = r.outstanding_reads {
         let what = if r.op.is_atomic() { "atomics" } else { "reads" };
-        parts.push(format!("outstanding {what} {o}"));
+        let bound = r
+            .outstanding_max
+            .map(|m| format!(" (device max {m})"))
+            .unwrap_or_default();
+        parts.push(format!("outstanding {what} {o}{bound}"));
     }
     parts.push(format!("inline {} B", r.inline));
     if let Some(t) = r.timing {
@@ -530,13 +537,16 @@ mod tests {
             "gid_type": null, "netdev": null, "active_mtu": 1024, "qkey": 0});
         let mut r: PerfReport = serde_json::from_value(serde_json::json!({"test": "lat",
             "op": "atomic-cswap", "transport": "RC", "qps": 1, "tx_depth": 1, "cq_mod": 1,
-            "inline": 0, "outstanding_reads": 16, "bidirectional": false, "duration_s": null,
+            "inline": 0, "outstanding_reads": 16, "outstanding_max": 128, "bidirectional": false, "duration_s": null,
             "path_mtu": 1024, "local": ep, "remote": ep}))
         .unwrap();
         assert_eq!(r.op, Op::AtomicCswap);
         let head = perf_header(&r);
         assert!(head.starts_with("lat atomic-cswap RC"), "{head}");
-        assert!(head.contains("outstanding atomics 16"), "{head}");
+        assert!(
+            head.contains("outstanding atomics 16 (device max 128)"),
+            "{head}"
+        );
         r.op = Op::Read;
         assert!(perf_header(&r).contains("outstanding reads 16"));
         let v = serde_json::to_value(&r).unwrap();

@@ -64,9 +64,11 @@ fn check_header(v: &Value, test: &str, op: &str) {
     for side in ["local", "remote"] {
         assert_eq!(v[side]["device"], "rxe0", "{side}: {v}");
     }
+    let (o, max) = (&v["outstanding_reads"], &v["outstanding_max"]);
     assert!(
-        v["outstanding_reads"].as_u64().is_some_and(|o| o >= 1),
-        "atomics in flight are bounded like READs: {v}"
+        o.as_u64()
+            .is_some_and(|o| o >= 1 && max.as_u64().is_some_and(|m| o <= m)),
+        "atomics in flight are bounded like READs, by the device: {v}"
     );
     assert_eq!(v["inline"], 0, "atomics are never inline: {v}");
 }
@@ -121,6 +123,7 @@ fn atomics_bw_and_lat_loopback_text_and_json() {
             let text = stdout(&o);
             assert!(text.contains(op), "{text}");
             assert!(text.contains("outstanding atomics"), "{text}");
+            assert!(text.contains("(device max "), "{text}");
         }
     }
     // perftest's -A names the same operations.

@@ -135,6 +135,15 @@ pub(super) fn empty_report(
         cq_mod: p.cq_mod,
         post_list: p.post_list,
         outstanding_reads: round_trips.then(|| qps[0].rd_atomic as u32),
+        outstanding_max: round_trips
+            .then(|| qps[0].local.ctx.query_device().ok())
+            .flatten()
+            .map(|a| {
+                a.limits
+                    .max_qp_rd_atom
+                    .min(a.limits.max_qp_init_rd_atom)
+                    .max(0) as u32
+            }),
         timing: (kind == Kind::Lat && !round_trips).then_some(p.timing),
         signaling: match (kind, p.op) {
             (Kind::Lat, _) if round_trips => {
