@@ -97,14 +97,22 @@ _rdmadiag() {
             return 0
             ;;
         rdmadiag__subcmd__bw)
-            opts="-c -s -a -n -D -I -F -p -i -x -v -q -t -Q -l -o -b -w -y -d -h -V --op --connection --size --all --sizes --iters --duration --vs-tcp --inline --CPU-freq --report_gbits --counters --port --bind --persist --loopback --key-file --cm --ib-port --gid-index --mtu --tclass --sl --timeout --wait --max-size --max-qps --verbose --compat --json --qps --tx-depth --cq-mod --post-list --outstanding --bidirectional --units --expect-bw --limit_bw --expect-msgrate --limit_msgrate --expect-size --device --help --version"
+            opts="-A -c -s -a -n -D -I -F -p -i -x -v -q -t -Q -l -o -b -w -y -d -h -V --op --atomic_type --connection --size --all --sizes --iters --duration --vs-tcp --inline --CPU-freq --report_gbits --counters --port --bind --persist --loopback --key-file --cm --ib-port --gid-index --mtu --tclass --sl --timeout --wait --max-size --max-qps --verbose --compat --json --qps --tx-depth --cq-mod --post-list --outstanding --bidirectional --units --expect-bw --limit_bw --expect-msgrate --limit_msgrate --expect-size --device --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --op)
-                    COMPREPLY=($(compgen -W "send write read" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "send write read atomic-fadd atomic-cswap" -- "${cur}"))
+                    return 0
+                    ;;
+                --atomic_type)
+                    COMPREPLY=($(compgen -W "FETCH_AND_ADD CMP_AND_SWAP" -- "${cur}"))
+                    return 0
+                    ;;
+                -A)
+                    COMPREPLY=($(compgen -W "FETCH_AND_ADD CMP_AND_SWAP" -- "${cur}"))
                     return 0
                     ;;
                 --connection)
@@ -711,14 +719,22 @@ _rdmadiag() {
             return 0
             ;;
         rdmadiag__subcmd__lat)
-            opts="-c -s -a -n -D -I -F -p -i -x -v -d -h -V --op --connection --size --all --sizes --iters --duration --vs-tcp --inline --CPU-freq --report_gbits --counters --port --bind --persist --loopback --key-file --cm --ib-port --gid-index --mtu --tclass --sl --timeout --wait --max-size --max-qps --verbose --compat --json --histogram --timing --expect-lat --expect-percentile --expect-size --device --help --version"
+            opts="-A -c -s -a -n -D -I -F -p -i -x -v -d -h -V --op --atomic_type --connection --size --all --sizes --iters --duration --vs-tcp --inline --CPU-freq --report_gbits --counters --port --bind --persist --loopback --key-file --cm --ib-port --gid-index --mtu --tclass --sl --timeout --wait --max-size --max-qps --verbose --compat --json --histogram --timing --expect-lat --expect-percentile --expect-size --device --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --op)
-                    COMPREPLY=($(compgen -W "send write read" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "send write read atomic-fadd atomic-cswap" -- "${cur}"))
+                    return 0
+                    ;;
+                --atomic_type)
+                    COMPREPLY=($(compgen -W "FETCH_AND_ADD CMP_AND_SWAP" -- "${cur}"))
+                    return 0
+                    ;;
+                -A)
+                    COMPREPLY=($(compgen -W "FETCH_AND_ADD CMP_AND_SWAP" -- "${cur}"))
                     return 0
                     ;;
                 --connection)

@@ -36,8 +36,8 @@ complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -s V -l version -d 'Prin
 complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "devices" -d 'List RDMA devices: GUID, type, firmware, PCI id, ports and their state (read from sysfs)'
 complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "ports" -d 'Show ports: state, link layer, speed, active IB MTU, netdev and its MTU, and the GID table with types and IPs'
 complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "pingpong" -d 'SEND/RECV ping-pong round trips (like ibv_rc_pingpong): server without HOST, client with'
-complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "bw" -d 'Bandwidth and message rate of SEND, RDMA WRITE or RDMA READ (like ib_*_bw)'
-complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "lat" -d 'Latency of SEND, RDMA WRITE or RDMA READ, with percentiles (like ib_*_lat)'
+complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "bw" -d 'Bandwidth and message rate of SEND, RDMA WRITE, RDMA READ or atomics (like ib_*_bw)'
+complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "lat" -d 'Latency of SEND, RDMA WRITE, RDMA READ or atomics, with percentiles (like ib_*_lat)'
 complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "write" -d 'Diagnose RDMA WRITE: write a patterned buffer into the peer and verify every byte'
 complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "read" -d 'Diagnose RDMA READ: read the peer\'s patterned buffer and verify every byte'
 complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "check" -d 'Node health check: ports up at the expected rate, error counters still, short loopback and peer tests; table, NHC lines, JSON or Prometheus; can drain a Slurm node'
@@ -86,11 +86,15 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -s h -l help
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand pingpong" -s V -l version -d 'Print version'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l op -d 'The operation to measure' -r -f -a "send\t''
 write\t''
-read\t''"
+read\t''
+atomic-fadd\t'8-byte atomic fetch-and-add on the server\'s buffer (RC; checked: exit 4 if it differs)'
+atomic-cswap\t'8-byte atomic compare-and-swap on the server\'s buffer (RC; checked: exit 4 if it differs)'"
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s A -l atomic_type -d 'perftest\'s -A FETCH_AND_ADD|CMP_AND_SWAP: --op atomic-fadd or --op atomic-cswap' -r -f -a "FETCH_AND_ADD\t''
+CMP_AND_SWAP\t''"
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s c -l connection -d 'Transport: reliable connected (RC), unreliable connected (UC: SEND and WRITE) or unreliable datagram (UD: SEND only)' -r -f -a "RC\t'Reliable connected'
 UC\t'Unreliable connected'
 UD\t'Unreliable datagram'"
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s s -l size -d 'Message size; K, M and G are binary (64K = 65536). Default: 64K for bw, 2 for lat' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s s -l size -d 'Message size; K, M and G are binary (64K = 65536). Default: 64K for bw, 2 for lat, 8 for atomics (which move 8 bytes, no other size)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l sizes -d 'Run these sizes, in order (comma-separated, e.g. 64,4K,64K)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s n -l iters -d 'Operations per size (per QP). Default: 5000 for bw WRITE, else 1000' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s D -l duration -d 'Run each size for this long instead of a number of operations (e.g. 10s, 2m; a bare number is seconds, as perftest\'s -D)' -r
@@ -112,7 +116,7 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s q -l qps -d 'Qu
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s t -l tx-depth -d 'Operations in flight per QP' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s Q -l cq-mod -d 'Request a completion every N operations. Default: 100, and 1 for messages over 8 KiB (as perftest); given explicitly, N applies to every size' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s l -l post-list -d 'Post this many operations per ibv_post_send call' -r
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s o -l outstanding -d 'RDMA READs in flight per QP (--op read). Default: the device\'s maximum, as perftest' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s o -l outstanding -d 'RDMA READs or atomics in flight per QP (--op read, atomic-*). Default: the device\'s maximum, as perftest' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l units -d 'Units of the bandwidth columns' -r -f -a "gbit\t'Gigabits per second (10^9 bits)'
 mib\t'Mebibytes per second (2^20 bytes), as perftest prints by default'"
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -l expect-bw -d 'Health check: exit 3 unless the average bandwidth is at least this rate, with its unit (90Gb/s, 10GB/s, 900MiB/s), at every size or the one --expect-size names' -r
@@ -136,11 +140,15 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s h -l help -d 'P
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand bw" -s V -l version -d 'Print version'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l op -d 'The operation to measure' -r -f -a "send\t''
 write\t''
-read\t''"
+read\t''
+atomic-fadd\t'8-byte atomic fetch-and-add on the server\'s buffer (RC; checked: exit 4 if it differs)'
+atomic-cswap\t'8-byte atomic compare-and-swap on the server\'s buffer (RC; checked: exit 4 if it differs)'"
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s A -l atomic_type -d 'perftest\'s -A FETCH_AND_ADD|CMP_AND_SWAP: --op atomic-fadd or --op atomic-cswap' -r -f -a "FETCH_AND_ADD\t''
+CMP_AND_SWAP\t''"
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s c -l connection -d 'Transport: reliable connected (RC), unreliable connected (UC: SEND and WRITE) or unreliable datagram (UD: SEND only)' -r -f -a "RC\t'Reliable connected'
 UC\t'Unreliable connected'
 UD\t'Unreliable datagram'"
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s s -l size -d 'Message size; K, M and G are binary (64K = 65536). Default: 64K for bw, 2 for lat' -r
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s s -l size -d 'Message size; K, M and G are binary (64K = 65536). Default: 64K for bw, 2 for lat, 8 for atomics (which move 8 bytes, no other size)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l sizes -d 'Run these sizes, in order (comma-separated, e.g. 64,4K,64K)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s n -l iters -d 'Operations per size (per QP). Default: 5000 for bw WRITE, else 1000' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -s D -l duration -d 'Run each size for this long instead of a number of operations (e.g. 10s, 2m; a bare number is seconds, as perftest\'s -D)' -r
@@ -158,7 +166,7 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l wait -d 'Serve
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l max-size -d 'Server: refuse tests whose messages are larger than this' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l max-qps -d 'Server: refuse tests that ask for more queue pairs than this' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l compat -d 'Speak another tool\'s protocol instead of rdmadiag\'s: connect to its server (a one-shot server serves its clients without this flag; see COMPATIBILITY)' -r -f -a "perftest\t'perftest\'s exchange: connect to an ib_write_bw, ib_read_bw, ib_send_bw, ib_write_lat or ib_read_lat server (RC or UC WRITE, RC READ, RC SEND for bw)'"
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l timing -d 'How samples are taken: perftest (every operation signalled and its completion polled inside the sample, as ib_*_lat) or lean (a completion every 16th operation, reaped outside the samples). READ always waits for each completion' -r -f -a "perftest\t'As perftest\'s ib_*_lat: every operation signalled, its completion polled in the sample'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l timing -d 'How samples are taken: perftest (every operation signalled and its completion polled inside the sample, as ib_*_lat) or lean (a completion every 16th operation, reaped outside the samples). READ and atomics always wait for each completion' -r -f -a "perftest\t'As perftest\'s ib_*_lat: every operation signalled, its completion polled in the sample'
 lean\t'A completion every 16th operation, reaped outside the samples'"
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l expect-lat -d 'Health check: exit 3 unless the latency (median, or --expect-percentile) is at most this, with its unit (5us, 1ms), at every size or the one --expect-size names' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand lat" -l expect-percentile -d 'Which percentile --expect-lat applies to: 50, 90, 99, 99.9 or 99.99' -r
@@ -291,8 +299,8 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -s V -l versio
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read check fabric help" -f -a "devices" -d 'List RDMA devices: GUID, type, firmware, PCI id, ports and their state (read from sysfs)'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read check fabric help" -f -a "ports" -d 'Show ports: state, link layer, speed, active IB MTU, netdev and its MTU, and the GID table with types and IPs'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read check fabric help" -f -a "pingpong" -d 'SEND/RECV ping-pong round trips (like ibv_rc_pingpong): server without HOST, client with'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read check fabric help" -f -a "bw" -d 'Bandwidth and message rate of SEND, RDMA WRITE or RDMA READ (like ib_*_bw)'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read check fabric help" -f -a "lat" -d 'Latency of SEND, RDMA WRITE or RDMA READ, with percentiles (like ib_*_lat)'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read check fabric help" -f -a "bw" -d 'Bandwidth and message rate of SEND, RDMA WRITE, RDMA READ or atomics (like ib_*_bw)'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read check fabric help" -f -a "lat" -d 'Latency of SEND, RDMA WRITE, RDMA READ or atomics, with percentiles (like ib_*_lat)'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read check fabric help" -f -a "write" -d 'Diagnose RDMA WRITE: write a patterned buffer into the peer and verify every byte'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read check fabric help" -f -a "read" -d 'Diagnose RDMA READ: read the peer\'s patterned buffer and verify every byte'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read check fabric help" -f -a "check" -d 'Node health check: ports up at the expected rate, error counters still, short loopback and peer tests; table, NHC lines, JSON or Prometheus; can drain a Slurm node'

@@ -247,6 +247,46 @@ fn help_groups_flags_names_exit_codes_and_hides_other_tools_letters() {
 }
 
 #[test]
+fn atomics_of_another_size_or_transport_are_usage_errors_before_any_wait() {
+    for (args, needle) in [
+        (
+            &["bw", "10.0.0.1", "--op", "atomic-fadd", "-s", "64"][..],
+            "atomics move 8 bytes",
+        ),
+        (
+            &["lat", "10.0.0.1", "-A", "CMP_AND_SWAP", "--sizes", "8,16"],
+            "size 16",
+        ),
+        (&["bw", "10.0.0.1", "--op", "atomic-cswap", "-a"], "-a"),
+        (
+            &["bw", "10.0.0.1", "--op", "atomic-fadd", "-c", "UC"],
+            "-c RC",
+        ),
+        (
+            &["lat", "10.0.0.1", "-A", "FETCH_AND_ADD", "-c", "UD"],
+            "-c RC",
+        ),
+        (&["bw", "10.0.0.1", "--op", "atomic-fadd", "-b"], "-b"),
+        (
+            &[
+                "bw",
+                "10.0.0.1",
+                "-A",
+                "FETCH_AND_ADD",
+                "--compat",
+                "perftest",
+            ],
+            "atomics",
+        ),
+    ] {
+        let o = rdmadiag(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        let line = one_error_line(&o);
+        assert!(line.contains(needle), "{args:?}: {line}");
+    }
+}
+
+#[test]
 fn thresholds_that_cannot_be_judged_are_usage_errors() {
     // Each is refused before any device is opened: the same on a host without RDMA.
     for (args, needle) in [

@@ -62,10 +62,10 @@ pub enum Command {
     /// SEND/RECV ping-pong round trips (like ibv_rc_pingpong): server without HOST, client with.
     #[command(after_help = EXIT_CODES_HELP)]
     Pingpong(PingpongArgs),
-    /// Bandwidth and message rate of SEND, RDMA WRITE or RDMA READ (like ib_*_bw).
+    /// Bandwidth and message rate of SEND, RDMA WRITE, RDMA READ or atomics (like ib_*_bw).
     #[command(after_help = EXIT_CODES_HELP)]
     Bw(BwArgs),
-    /// Latency of SEND, RDMA WRITE or RDMA READ, with percentiles (like ib_*_lat).
+    /// Latency of SEND, RDMA WRITE, RDMA READ or atomics, with percentiles (like ib_*_lat).
     #[command(after_help = EXIT_CODES_HELP)]
     Lat(LatArgs),
     /// Diagnose RDMA WRITE: write a patterned buffer into the peer and verify every byte.

@@ -37,6 +37,19 @@ pub enum Op {
     Send,
     Write,
     Read,
+    /// 8-byte atomic fetch-and-add on the server's buffer (RC; checked: exit 4 if it differs).
+    AtomicFadd,
+    /// 8-byte atomic compare-and-swap on the server's buffer (RC; checked: exit 4 if it differs).
+    AtomicCswap,
+}
+
+/// perftest's `-A` (ib_atomic_bw/lat): which atomic operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PerftestAtomic {
+    #[value(name = "FETCH_AND_ADD")]
+    FetchAndAdd,
+    #[value(name = "CMP_AND_SWAP")]
+    CmpAndSwap,
 }
 
 impl From<Op> for control::Op {
@@ -45,6 +58,8 @@ impl From<Op> for control::Op {
             Op::Send => control::Op::Send,
             Op::Write => control::Op::Write,
             Op::Read => control::Op::Read,
+            Op::AtomicFadd => control::Op::AtomicFadd,
+            Op::AtomicCswap => control::Op::AtomicCswap,
         }
     }
 }
@@ -98,10 +113,22 @@ pub struct PerfCommon {
     )]
     pub op: Op,
 
+    /// perftest's -A FETCH_AND_ADD|CMP_AND_SWAP: --op atomic-fadd or --op atomic-cswap.
+    #[arg(
+        short = 'A',
+        long = "atomic_type",
+        value_enum,
+        value_name = "TYPE",
+        conflicts_with = "op",
+        hide = true
+    )]
+    pub perftest_atomic: Option<PerftestAtomic>,
+
     #[command(flatten)]
     pub connection: TransportArgs,
 
-    /// Message size; K, M and G are binary (64K = 65536). Default: 64K for bw, 2 for lat.
+    /// Message size; K, M and G are binary (64K = 65536). Default: 64K for bw, 2 for lat, 8
+    /// for atomics (which move 8 bytes, no other size).
     #[arg(short = 's', long = "size", value_name = "SIZE", value_parser = parse_msg_size,
           conflicts_with_all = ["all", "sizes"], help_heading = "Test")]
     pub size: Option<u32>,
@@ -172,6 +199,17 @@ pub struct PerfCommon {
     pub output: OutputArgs,
 }
 
+impl PerfCommon {
+    /// The operation asked for, by --op or perftest's -A.
+    pub fn op(&self) -> control::Op {
+        match self.perftest_atomic {
+            Some(PerftestAtomic::FetchAndAdd) => control::Op::AtomicFadd,
+            Some(PerftestAtomic::CmpAndSwap) => control::Op::AtomicCswap,
+            None => self.op.into(),
+        }
+    }
+}
+
 /// Which sizes a threshold applies to (`--expect-size`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExpectSize {
@@ -217,7 +255,8 @@ pub struct BwArgs {
           value_parser = clap::value_parser!(u32).range(1..=64), help_heading = "Test")]
     pub post_list: u32,
 
-    /// RDMA READs in flight per QP (--op read). Default: the device's maximum, as perftest.
+    /// RDMA READs or atomics in flight per QP (--op read, atomic-*). Default: the device's
+    /// maximum, as perftest.
     #[arg(short = 'o', long = "outstanding", value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..=255), help_heading = "Test")]
     pub outstanding: Option<u32>,
@@ -283,7 +322,7 @@ pub struct LatArgs {
 
     /// How samples are taken: perftest (every operation signalled and its completion polled
     /// inside the sample, as ib_*_lat) or lean (a completion every 16th operation, reaped
-    /// outside the samples). READ always waits for each completion.
+    /// outside the samples). READ and atomics always wait for each completion.
     #[arg(
         long = "timing",
         value_enum,
@@ -334,4 +373,45 @@ pub struct XferArgs {
 
     #[command(flatten)]
     pub output: OutputArgs,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Cli, Command};
+    use crate::connect::control::Op as WireOp;
+    use clap::Parser;
+
+    fn op_of(args: &[&str]) -> Result<WireOp, clap::Error> {
+        let cli = Cli::try_parse_from(args)?;
+        Ok(match cli.command {
+            Command::Bw(a) => a.common.op(),
+            Command::Lat(a) => a.common.op(),
+            _ => unreachable!("a bw or lat command line"),
+        })
+    }
+
+    #[test]
+    fn atomics_parse_by_name_and_by_perftest_s_hidden_letter() {
+        let op = |args: &[&str]| op_of(args).unwrap();
+        assert_eq!(
+            op(&["rdmadiag", "bw", "--op", "atomic-fadd", "h"]),
+            WireOp::AtomicFadd
+        );
+        assert_eq!(
+            op(&["rdmadiag", "lat", "--op", "atomic-cswap", "h"]),
+            WireOp::AtomicCswap
+        );
+        assert_eq!(
+            op(&["rdmadiag", "bw", "-A", "CMP_AND_SWAP", "h"]),
+            WireOp::AtomicCswap
+        );
+        assert_eq!(
+            op(&["rdmadiag", "lat", "-A", "FETCH_AND_ADD", "h"]),
+            WireOp::AtomicFadd
+        );
+        assert_eq!(op(&["rdmadiag", "bw", "h"]), WireOp::Write);
+        // -A names the operation: with another --op it is a usage error, as is a bad type.
+        assert!(op_of(&["rdmadiag", "bw", "-A", "FETCH_AND_ADD", "--op", "read", "h"]).is_err());
+        assert!(op_of(&["rdmadiag", "bw", "-A", "ADD", "h"]).is_err());
+    }
 }

@@ -2,7 +2,9 @@
 
 use super::{counters_before, counters_since, refuse_on_server, session_options};
 use crate::cli::{BwArgs, ExpectSize, LatArgs, PerfCommon, XferArgs};
-use crate::connect::control::{LAT_INLINE, PerfKind, PerfSpec, QpType, Test, TestSpec};
+use crate::connect::control::{
+    ATOMIC_SIZE, LAT_INLINE, PerfKind, PerfSpec, QpType, Test, TestSpec,
+};
 use crate::exit::{self, DataMismatch, UsageError};
 use crate::perf::Op;
 use crate::report::perf::PerfReport;
@@ -21,7 +23,9 @@ fn sweep() -> Vec<u32> {
 }
 
 fn sizes(c: &PerfCommon, default: u32) -> Vec<u32> {
-    if c.all {
+    if c.op().is_atomic() {
+        vec![ATOMIC_SIZE]
+    } else if c.all {
         sweep()
     } else if !c.sizes.is_empty() {
         c.sizes.clone()
@@ -30,13 +34,38 @@ fn sizes(c: &PerfCommon, default: u32) -> Vec<u32> {
     }
 }
 
+/// Atomics move 8 bytes: any other size asked for (-s, --sizes, -a) is a usage error.
+fn check_atomic_size(c: &PerfCommon) -> Result<()> {
+    let op = c.op();
+    let asked = c.size.into_iter().chain(c.sizes.iter().copied());
+    if op.is_atomic()
+        && let Some(bad) = c
+            .all
+            .then_some(0)
+            .into_iter()
+            .chain(asked)
+            .find(|&s| s != ATOMIC_SIZE)
+    {
+        let what = if bad == 0 {
+            "-a".into()
+        } else {
+            format!("size {bad}")
+        };
+        return Err(UsageError(format!(
+            "atomics move {ATOMIC_SIZE} bytes: {what} cannot be used with --op {op}"
+        ))
+        .into());
+    }
+    Ok(())
+}
+
 /// What every bw/lat option set shares: sizes, iterations or duration, -I, --vs-tcp.
 fn measured(c: &PerfCommon, default_size: u32, default_iterations: u64) -> PerfSpec {
     PerfSpec {
         inline_explicit: c.inline.is_some(),
         vs_tcp: c.vs_tcp,
         ..PerfSpec::one_at_a_time(
-            c.op.into(),
+            c.op(),
             sizes(c, default_size),
             c.iterations.unwrap_or(default_iterations),
             c.duration,
@@ -139,6 +168,7 @@ fn judge_and_emit(
 
 pub fn run_bw(args: &BwArgs) -> Result<u8> {
     let c = &args.common;
+    check_atomic_size(c)?;
     let (mut opts, role) = session_options(&c.connect)?;
     opts.compat = c.compat.map(Into::into);
     let mut asked = Vec::new();
@@ -149,11 +179,7 @@ pub fn run_bw(args: &BwArgs) -> Result<u8> {
         asked.push((Metric::MsgRate, pps / 1e6, "--expect-msgrate"));
     }
     let checks = thresholds_for(asked, args.expect_size, &role, &sizes(c, 65536))?;
-    let default_iters = if Op::from(c.op) == Op::Write {
-        5000
-    } else {
-        1000
-    };
+    let default_iters = if c.op() == Op::Write { 5000 } else { 1000 };
     let perf = PerfSpec {
         qps: args.qps,
         tx_depth: args.tx_depth,
@@ -176,6 +202,7 @@ pub fn run_bw(args: &BwArgs) -> Result<u8> {
 
 pub fn run_lat(args: &LatArgs) -> Result<u8> {
     let c = &args.common;
+    check_atomic_size(c)?;
     let (mut opts, role) = session_options(&c.connect)?;
     opts.compat = c.compat.map(Into::into);
     let asked: Vec<(Metric, f64, &str)> = args

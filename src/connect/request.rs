@@ -237,6 +237,9 @@ impl TestSpec {
         let Some((kind, p)) = self.test.perf() else {
             return Ok(());
         };
+        if p.op.is_atomic() {
+            return check_atomic(kind, p, link.transport);
+        }
         if p.op != Op::Send && link.transport == QpType::Ud {
             return Err(format!(
                 "RDMA {} (--op {}) needs a connected transport: use -c RC or -c UC (UD \
@@ -253,6 +256,33 @@ impl TestSpec {
         }
         Ok(())
     }
+}
+
+/// What an atomic test may ask: RC, bw or lat, 8 bytes, one direction.
+fn check_atomic(kind: PerfKind, p: &PerfSpec, transport: QpType) -> Result<(), String> {
+    if transport != QpType::Rc {
+        return Err(format!(
+            "atomics (--op {}) need -c RC ({transport} has no atomic operations)",
+            p.op
+        ));
+    }
+    if kind == PerfKind::Verify {
+        return Err("the data diagnostics run RDMA WRITE or READ, not atomics".into());
+    }
+    if let Some(bad) = p.sizes.iter().find(|&&s| s != ATOMIC_SIZE) {
+        return Err(format!(
+            "atomics move {ATOMIC_SIZE} bytes: size {bad} (-s/--sizes/-a) cannot be used with \
+             --op {}",
+            p.op
+        ));
+    }
+    if p.bidirectional {
+        return Err(format!(
+            "-b is not available with atomics (--op {}): the target is the server's",
+            p.op
+        ));
+    }
+    Ok(())
 }
 
 /// The priority a client asks for its test's packets (`--tclass`, `--sl`); None: the default.
@@ -331,6 +361,33 @@ pub enum Op {
     Send,
     Write,
     Read,
+    /// 8-byte atomic fetch-and-add (+1 each) on the responder's target.
+    #[serde(rename = "atomic-fadd")]
+    AtomicFadd,
+    /// 8-byte atomic compare-and-swap on the responder's target.
+    #[serde(rename = "atomic-cswap")]
+    AtomicCswap,
+}
+
+/// The bytes every atomic operation moves (and the only size an atomic test runs).
+pub const ATOMIC_SIZE: u32 = 8;
+
+impl Op {
+    /// Fetch-and-add or compare-and-swap: 8 bytes, RC only, bounded like READs.
+    pub fn is_atomic(self) -> bool {
+        matches!(self, Op::AtomicFadd | Op::AtomicCswap)
+    }
+
+    /// The operation as the verbs name it, for messages ("RDMA READ", "atomic fetch-and-add").
+    pub fn verbs_name(self) -> &'static str {
+        match self {
+            Op::Send => "SEND",
+            Op::Write => "RDMA WRITE",
+            Op::Read => "RDMA READ",
+            Op::AtomicFadd => "atomic fetch-and-add",
+            Op::AtomicCswap => "atomic compare-and-swap",
+        }
+    }
 }
 
 impl std::fmt::Display for Op {
@@ -339,6 +396,8 @@ impl std::fmt::Display for Op {
             Op::Send => "send",
             Op::Write => "write",
             Op::Read => "read",
+            Op::AtomicFadd => "atomic-fadd",
+            Op::AtomicCswap => "atomic-cswap",
         })
     }
 }
@@ -433,5 +492,49 @@ mod tests {
             "pingpong"
         );
         assert!(Test::Bw(perf(Op::Send)).perf().is_some());
+    }
+
+    #[test]
+    fn atomics_are_rc_bw_or_lat_of_8_bytes_named_with_a_dash_on_the_wire() {
+        let atomic = |kind, op, transport, size| TestSpec {
+            link: LinkSpec::plain(transport),
+            test: Test::perf_of(kind, PerfSpec::one_at_a_time(op, vec![size], 5, None)),
+        };
+        for op in [Op::AtomicFadd, Op::AtomicCswap] {
+            assert!(op.is_atomic());
+            for kind in [PerfKind::Bw, PerfKind::Lat] {
+                assert_eq!(atomic(kind, op, QpType::Rc, 8).check_combination(), Ok(()));
+                for t in [QpType::Uc, QpType::Ud] {
+                    let e = atomic(kind, op, t, 8).check_combination().unwrap_err();
+                    assert!(e.contains("-c RC") && !e.contains('\n'), "{e}");
+                }
+                let e = atomic(kind, op, QpType::Rc, 64)
+                    .check_combination()
+                    .unwrap_err();
+                assert!(e.contains("atomics move 8 bytes"), "{e}");
+            }
+            let e = atomic(PerfKind::Verify, op, QpType::Rc, 8)
+                .check_combination()
+                .unwrap_err();
+            assert!(e.contains("not atomics"), "{e}");
+            let mut b = atomic(PerfKind::Bw, op, QpType::Rc, 8);
+            b.test.perf_mut().unwrap().bidirectional = true;
+            assert!(b.check_combination().unwrap_err().contains("-b"));
+        }
+        assert!(
+            ![Op::Send, Op::Write, Op::Read]
+                .iter()
+                .any(|o| o.is_atomic())
+        );
+        assert_eq!(serde_json::to_value(Op::AtomicFadd).unwrap(), "atomic-fadd");
+        assert_eq!(
+            serde_json::to_value(Op::AtomicCswap).unwrap(),
+            "atomic-cswap"
+        );
+        assert_eq!(Op::AtomicCswap.to_string(), "atomic-cswap");
+        let spec = atomic(PerfKind::Lat, Op::AtomicFadd, QpType::Rc, 8);
+        let v = serde_json::to_value(&spec).unwrap();
+        assert_eq!(v["test"]["op"], "atomic-fadd");
+        assert_eq!(serde_json::from_value::<TestSpec>(v).unwrap(), spec);
     }
 }

@@ -117,10 +117,11 @@ impl TestQp {
         })
     }
 
-    /// What the peer needs to reach this QP (and its buffer, if the peer may access it).
+    /// What the peer needs to reach this QP (and its buffer, if the peer may write, read or
+    /// apply atomics to it).
     pub fn endpoint(&self) -> Endpoint {
         let mut e = self.local.endpoint(self.qp.qp_num(), self.psn, UD_QKEY);
-        let remote = Access::REMOTE_WRITE | Access::REMOTE_READ;
+        let remote = Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC;
         if self.mr.access().0 & remote.0 != 0 {
             e.memory = Some(RemoteMemory {
                 addr: self.mr.addr(),

@@ -104,6 +104,12 @@ pub const OTHER_TOOLS_FLAGS: &[(&str, &str, &[&str])] = &[
         &["bw"],
     ),
     (
+        "-A TYPE, --atomic_type TYPE",
+        "perftest's atomic type (ib_atomic_bw, ib_atomic_lat): -A FETCH_AND_ADD is --op \
+         atomic-fadd, -A CMP_AND_SWAP is --op atomic-cswap (8 bytes, RC).",
+        &["bw", "lat"],
+    ),
+    (
         "-p PORT",
         "what this command took for -i before: still the port of the device.",
         &["ports"],
@@ -159,8 +165,10 @@ pub const EXIT_STATUS: &[(u8, &str)] = &[
     ),
     (
         exit::DATA_MISMATCH,
-        "Data did not arrive as sent: write or read found a transfer whose bytes differ; the \
-         transfer, offset, expected and found bytes are on standard error.",
+        "Data did not arrive as sent: write or read found a transfer whose bytes differ (the \
+         transfer, offset, expected and found bytes are on standard error), or an atomic bw or \
+         lat test found the server's 8-byte target or a returned value not as its operations \
+         left it (expected and found values on standard error).",
     ),
     (
         exit::INTERRUPTED,
@@ -339,6 +347,7 @@ mod tests {
                 args.push(words.next().unwrap());
                 let value = match words.next() {
                     Some("MTU") => Some("1024"),
+                    Some("TYPE") => Some("FETCH_AND_ADD"),
                     Some(_) => Some("1"),
                     None => None,
                 };

@@ -217,6 +217,7 @@ fn op_for(op: Op, remote: Option<RemoteMemory>, size: usize) -> Result<SendOp> {
                 rkey: m.rkey,
             }
         }
+        Op::AtomicFadd | Op::AtomicCswap => super::atomic::bw_op(op, mem("atomics")?)?,
     })
 }
 

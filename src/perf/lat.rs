@@ -1,8 +1,9 @@
 //! The latency engine for one-sided operations. WRITE: each side RDMA-writes into the other's
 //! buffer and spins on the last byte changing (perftest's ib_write_lat); READ: the initiator
-//! reads and waits for the completion. SEND latency is the ping-pong engine (crate::pingpong).
+//! reads and waits for the completion; atomics as READ, each returned value checked
+//! (crate::perf::atomic). SEND latency is the ping-pong engine (crate::pingpong).
 
-use super::{Op, Side};
+use super::{Op, Side, atomic};
 use crate::connect::endpoint::RemoteMemory;
 use crate::connect::test_qp::TestQp;
 use crate::stats::LatencyRecorder;
@@ -276,6 +277,7 @@ pub fn run_serial(
         );
     }
     let (op, name) = match p.op {
+        Op::AtomicFadd | Op::AtomicCswap => (atomic::lat_op(p.op, remote, 0)?, p.op.verbs_name()),
         Op::Write => (
             SendOp::Write {
                 remote_addr: remote.addr,
@@ -312,6 +314,7 @@ pub fn run_serial(
                 remote_addr: remote_addr + at as u64,
                 rkey,
             },
+            SendOp::FetchAdd { .. } | SendOp::CmpSwap { .. } => atomic::lat_op(p.op, remote, i)?,
             other => other,
         };
         let t0 = Instant::now();
@@ -359,6 +362,10 @@ pub fn run_serial(
             );
         }
         latency.record(t0.elapsed());
+        if p.op.is_atomic() {
+            let found = atomic::returned(tq.mr.as_slice());
+            atomic::check_returned(p.op, i, found, &p.peer)?;
+        }
         i += 1;
     }
     Ok(LatOutcome {

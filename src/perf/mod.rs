@@ -1,6 +1,7 @@
 //! perftest-grade measurements: one bandwidth engine and one latency engine, parameterised by the
 //! operation (SEND, RDMA WRITE, RDMA READ). Engines never print; they return plain results.
 
+pub mod atomic;
 pub mod bw;
 pub mod lat;
 pub mod tcp;

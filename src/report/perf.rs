@@ -163,9 +163,12 @@ pub struct PerfReport {
     /// Operations per ibv_post_send call (bw).
     #[serde(default)]
     pub post_list: u32,
-    /// RDMA READs in flight per QP (READ tests: the QP's max_rd_atomic).
+    /// RDMA READs or atomics in flight per QP (READ and atomic tests: the QP's max_rd_atomic).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outstanding_reads: Option<u32>,
+    /// The device's bound on them (the lower of its max_qp_rd_atom and max_qp_init_rd_atom).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outstanding_max: Option<u32>,
     /// Latency tests: how samples are taken (perftest or lean) and the signalling in words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timing: Option<LatTiming>,
@@ -251,7 +254,12 @@ fn settings_text(r: &PerfReport) -> String {
         ));
     }
     if let Some(o) = r.outstanding_reads {
-        parts.push(format!("outstanding reads {o}"));
+        let what = if r.op.is_atomic() { "atomics" } else { "reads" };
+        let bound = r
+            .outstanding_max
+            .map(|m| format!(" (device max {m})"))
+            .unwrap_or_default();
+        parts.push(format!("outstanding {what} {o}{bound}"));
     }
     parts.push(format!("inline {} B", r.inline));
     if let Some(t) = r.timing {
@@ -520,5 +528,28 @@ mod tests {
         assert_eq!(msg_rate_text(1_234.0), "1.23 kpps");
         assert_eq!(msg_rate_text(12_500_000.0), "12.5 Mpps");
         assert_eq!(msg_rate_text(0.0), "0.00 pps");
+    }
+
+    #[test]
+    fn atomics_name_their_op_and_their_outstanding_bound() {
+        let ep = serde_json::json!({"device": "rxe0", "port": 1, "link_layer": "Ethernet",
+            "lid": 0, "qpn": 17, "psn": 1, "gid": "::ffff:10.0.0.1", "gid_index": 1,
+            "gid_type": null, "netdev": null, "active_mtu": 1024, "qkey": 0});
+        let mut r: PerfReport = serde_json::from_value(serde_json::json!({"test": "lat",
+            "op": "atomic-cswap", "transport": "RC", "qps": 1, "tx_depth": 1, "cq_mod": 1,
+            "inline": 0, "outstanding_reads": 16, "outstanding_max": 128, "bidirectional": false, "duration_s": null,
+            "path_mtu": 1024, "local": ep, "remote": ep}))
+        .unwrap();
+        assert_eq!(r.op, Op::AtomicCswap);
+        let head = perf_header(&r);
+        assert!(head.starts_with("lat atomic-cswap RC"), "{head}");
+        assert!(
+            head.contains("outstanding atomics 16 (device max 128)"),
+            "{head}"
+        );
+        r.op = Op::Read;
+        assert!(perf_header(&r).contains("outstanding reads 16"));
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["op"], "read");
     }
 }

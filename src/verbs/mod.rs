@@ -11,6 +11,7 @@ mod error;
 mod mr;
 mod pd;
 mod qp;
+mod send_op;
 
 pub use ah::{AddressHandle, GlobalRoute, PathAttr};
 pub use cm::{

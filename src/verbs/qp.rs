@@ -5,6 +5,7 @@ use super::cq::CompletionQueue;
 use super::error::VerbsError;
 use super::mr::{Access, MemoryRegion};
 use super::pd::ProtectionDomain;
+pub use super::send_op::SendOp;
 use crate::ib::Mtu;
 use rdma_sys::*;
 use std::mem;
@@ -74,26 +75,6 @@ pub struct RtsParams {
     pub retry_cnt: u8,
     pub rnr_retry: u8,
     pub max_rd_atomic: u8,
-}
-
-/// The operation of a send-queue work request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SendOp {
-    Send,
-    SendWithImm(u32),
-    Write {
-        remote_addr: u64,
-        rkey: u32,
-    },
-    WriteWithImm {
-        remote_addr: u64,
-        rkey: u32,
-        imm: u32,
-    },
-    Read {
-        remote_addr: u64,
-        rkey: u32,
-    },
 }
 
 /// Destination of a UD send.
@@ -459,6 +440,9 @@ fn fill_send_wr(
     sge: &mut ibv_sge,
 ) -> Result<(), VerbsError> {
     *sge = QueuePair::sge(req.mr, &req.range, "ibv_post_send")?;
+    if let Some(why) = req.op.atomic_misfit(req.range.len(), req.inline) {
+        return Err(VerbsError::new("ibv_post_send", why, libc::EINVAL));
+    }
     wr.wr_id = req.wr_id;
     wr.num_sge = 1;
     let mut flags = 0u32;
@@ -469,30 +453,7 @@ fn fill_send_wr(
         flags |= ibv_send_flags::IBV_SEND_INLINE.0;
     }
     wr.send_flags = flags;
-    match req.op {
-        SendOp::Send => wr.opcode = ibv_wr_opcode::IBV_WR_SEND,
-        SendOp::SendWithImm(imm) => {
-            wr.opcode = ibv_wr_opcode::IBV_WR_SEND_WITH_IMM;
-            wr.imm_data_invalidated_rkey_union.imm_data = imm.to_be();
-        }
-        SendOp::Write { remote_addr, rkey } => {
-            wr.opcode = ibv_wr_opcode::IBV_WR_RDMA_WRITE;
-            wr.wr.rdma = rdma_t { remote_addr, rkey };
-        }
-        SendOp::WriteWithImm {
-            remote_addr,
-            rkey,
-            imm,
-        } => {
-            wr.opcode = ibv_wr_opcode::IBV_WR_RDMA_WRITE_WITH_IMM;
-            wr.wr.rdma = rdma_t { remote_addr, rkey };
-            wr.imm_data_invalidated_rkey_union.imm_data = imm.to_be();
-        }
-        SendOp::Read { remote_addr, rkey } => {
-            wr.opcode = ibv_wr_opcode::IBV_WR_RDMA_READ;
-            wr.wr.rdma = rdma_t { remote_addr, rkey };
-        }
-    }
+    req.op.fill(wr);
     if let Some(ud) = req.ud {
         wr.wr.ud = ud_t {
             ah: ud.ah.as_ptr(),

@@ -5,6 +5,7 @@
 mod common;
 
 mod api;
+mod atomics;
 mod check;
 mod cm;
 mod conventions;

@@ -127,6 +127,8 @@ pub(super) fn empty_report(
     qps: &[TestQp],
     remote: &Endpoint,
 ) -> PerfReport {
+    // READs and atomics: the initiator waits for each answer (bounded by max_rd_atomic).
+    let round_trips = p.op == Op::Read || p.op.is_atomic();
     PerfReport {
         test: kind.test_name(p.op),
         op: p.op,
@@ -135,17 +137,29 @@ pub(super) fn empty_report(
         tx_depth: p.tx_depth,
         cq_mod: p.cq_mod,
         post_list: p.post_list,
-        outstanding_reads: (p.op == Op::Read).then(|| qps[0].rd_atomic as u32),
-        timing: (kind == Kind::Lat && p.op != Op::Read).then_some(p.timing),
+        outstanding_reads: round_trips.then(|| qps[0].rd_atomic as u32),
+        outstanding_max: round_trips
+            .then(|| qps[0].local.ctx.query_device().ok())
+            .flatten()
+            .map(|a| {
+                a.limits
+                    .max_qp_rd_atom
+                    .min(a.limits.max_qp_init_rd_atom)
+                    .max(0) as u32
+            }),
+        timing: (kind == Kind::Lat && !round_trips).then_some(p.timing),
         signaling: match (kind, p.op) {
-            (Kind::Lat, Op::Read) | (Kind::Verify, _) => {
+            (Kind::Lat, _) if round_trips => {
+                Some("every operation signalled, its completion ends the sample".into())
+            }
+            (Kind::Verify, _) => {
                 Some("every operation signalled, its completion ends the sample".into())
             }
             (Kind::Lat, _) => Some(p.timing.describe().into()),
             _ => None,
         },
         // What is really sent inline: the request, capped by what the device granted.
-        inline: if kind == Kind::Verify || p.op == Op::Read {
+        inline: if kind == Kind::Verify || round_trips {
             0
         } else {
             p.inline.min(
@@ -161,7 +175,8 @@ pub(super) fn empty_report(
         compat: None,
         duration_s: p.duration_ms.map(|d| d as f64 / 1000.0),
         latency_measure: match (kind, p.op) {
-            (Kind::Lat, Op::Read) | (Kind::Verify, _) => Some("round trip".into()),
+            (Kind::Lat, _) if round_trips => Some("round trip".into()),
+            (Kind::Verify, _) => Some("round trip".into()),
             (Kind::Lat, _) => Some("half round trip".into()),
             _ => None,
         },

@@ -166,14 +166,34 @@ mod tests {
         let p = s.test.perf().unwrap().1.clone();
         let server = shape(&s, Kind::Bw, &p, Side::Responder, 256).access;
         assert_eq!(server, Access::LOCAL_WRITE);
+        for op in [Op::AtomicFadd, Op::AtomicCswap] {
+            let s = spec(Kind::Bw, op, QpType::Rc);
+            let p = s.test.perf().unwrap().1.clone();
+            let server = shape(&s, Kind::Bw, &p, Side::Responder, 256).access;
+            let client = shape(&s, Kind::Lat, &p, Side::Initiator, 256).access;
+            assert_eq!(server, Access::LOCAL_WRITE | Access::REMOTE_ATOMIC);
+            assert_eq!(client, Access::LOCAL_WRITE, "the results land locally");
+            // Atomics in flight are bounded like READs (-o, else the device's maximum).
+            assert_eq!(
+                shape(&s, Kind::Bw, &p, Side::Initiator, 256).rd_atomic,
+                u8::MAX
+            );
+        }
     }
 
     /// Every op, kind and side: REMOTE_WRITE only where the peer WRITEs into this buffer,
-    /// REMOTE_READ only where it READs it, and REMOTE_ATOMIC nowhere (no test issues an atomic
-    /// op, so no buffer is an atomic target).
+    /// REMOTE_READ only where it READs it, and REMOTE_ATOMIC only on the atomic target (the
+    /// responder's buffer of an atomic test).
     #[test]
     fn access_flags_per_op_are_least_privilege() {
-        for op in [Op::Send, Op::Write, Op::Read] {
+        let ops = [
+            Op::Send,
+            Op::Write,
+            Op::Read,
+            Op::AtomicFadd,
+            Op::AtomicCswap,
+        ];
+        for op in ops {
             for kind in [Kind::Bw, Kind::Lat, Kind::Verify] {
                 for side in [Side::Initiator, Side::Responder] {
                     let server = side == Side::Responder;
@@ -184,7 +204,11 @@ mod tests {
                         let a = shape(&s, kind, &p, side, 256).access;
                         let what = format!("{op:?} {kind:?} server={server} bidir={bidirectional}");
                         assert!(a.contains(Access::LOCAL_WRITE), "{what}");
-                        assert!(!a.contains(Access::REMOTE_ATOMIC), "{what}: atomic");
+                        assert_eq!(
+                            a.contains(Access::REMOTE_ATOMIC),
+                            op.is_atomic() && server,
+                            "{what}: atomic"
+                        );
                         if a.contains(Access::REMOTE_WRITE) {
                             assert!(op == Op::Write, "{what}: remote write");
                             assert!(server || bidirectional || kind == Kind::Lat, "{what}");
@@ -196,6 +220,18 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_device_without_atomics_is_named_before_any_qp() {
+        use super::qps::atomics_supported;
+        use crate::verbs::AtomicCap;
+        let e = atomics_supported(Op::AtomicFadd, "mlx9_0", AtomicCap::None).unwrap_err();
+        let e = e.to_string();
+        assert!(e.contains("mlx9_0") && e.contains("ATOMIC_NONE"), "{e}");
+        assert!(!e.contains('\n'));
+        assert!(atomics_supported(Op::AtomicCswap, "rxe0", AtomicCap::Hca).is_ok());
+        assert!(atomics_supported(Op::Write, "mlx9_0", AtomicCap::None).is_ok());
     }
 
     #[test]

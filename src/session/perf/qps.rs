@@ -10,7 +10,7 @@ use crate::exit::UsageError;
 use crate::perf::{Side, bw, lat};
 use crate::pingpong::{self, PingpongParams};
 use crate::session::SessionOptions;
-use crate::verbs::Access;
+use crate::verbs::{Access, AtomicCap};
 use anyhow::Result;
 use std::time::Duration;
 
@@ -39,6 +39,8 @@ pub(super) fn shape(
         ),
         // Send area + one shared receive area (with room for the GRH of UD).
         (_, Op::Send) => (2 * max + GRH_BYTES, Access::LOCAL_WRITE),
+        // The atomics' 8-byte target is the responder's; the initiator's holds the results.
+        (_, Op::AtomicFadd | Op::AtomicCswap) => (max, remote_if_server(Access::REMOTE_ATOMIC)),
         // Each side writes the other's landing zone.
         (Kind::Lat, Op::Write) => (
             lat::write_buffer_len(max),
@@ -56,8 +58,8 @@ pub(super) fn shape(
         }
         _ => (max, Access::LOCAL_WRITE),
     };
-    // READs in flight: -o, else as many as the device allows (make_qp caps it).
-    let reads = if p.op == Op::Read {
+    // READs or atomics in flight: -o, else as many as the device allows (make_qp caps it).
+    let reads = if p.op == Op::Read || p.op.is_atomic() {
         p.outstanding.map_or(u8::MAX, |o| o.min(255) as u8)
     } else {
         1
@@ -174,12 +176,14 @@ impl QpRecipe for PerfQps<'_> {
             .limits;
         let device_max = (caps.max_qp_rd_atom.clamp(1, 255) as u8)
             .min(caps.max_qp_init_rd_atom.clamp(1, 255) as u8);
-        if p.op == Op::Read
+        atomics_supported(p.op, local.ctx.name(), caps.atomic_cap)?;
+        if (p.op == Op::Read || p.op.is_atomic())
             && let Some(o) = p.outstanding.filter(|&o| o > device_max as u32)
         {
             return Err(UsageError(format!(
-                "-o {o}: {} allows at most {device_max} RDMA READs in flight per QP",
-                local.ctx.name()
+                "-o {o}: {} allows at most {device_max} {}s in flight per QP",
+                local.ctx.name(),
+                p.op.verbs_name()
             ))
             .into());
         }
@@ -207,6 +211,17 @@ impl QpRecipe for PerfQps<'_> {
         }
         Ok(tq)
     }
+}
+
+/// An atomic test on a device without atomics (`atomic_cap` ATOMIC_NONE) fails before any QP
+/// is made, naming the device (a runtime failure: another device may have them).
+pub(super) fn atomics_supported(op: Op, device: &str, cap: AtomicCap) -> Result<()> {
+    if op.is_atomic() && cap == AtomicCap::None {
+        anyhow::bail!(
+            "{device} has no atomic operations (atomic_cap {cap}): --op {op} cannot run on it"
+        );
+    }
+    Ok(())
 }
 
 /// `-I N` asks for N bytes of inline data: refuse (exit 2) if the device granted less.

@@ -8,7 +8,7 @@ use crate::connect::endpoint::{Endpoint, RemoteMemory};
 use crate::connect::test_qp::TestQp;
 use crate::perf::bw::{self, BwOutcome, BwParams, StreamEnd};
 use crate::perf::lat::{self, LatParams};
-use crate::perf::{Progress, Side, verify};
+use crate::perf::{Progress, Side, atomic, verify};
 use crate::pingpong;
 use crate::report::perf::{BwResult, LatResult};
 use crate::session::STOP;
@@ -113,7 +113,9 @@ pub(super) fn run_round(
                 tx_depth: p.tx_depth,
                 cq_mod,
                 post_list: p.post_list,
-                inline: size <= p.inline && qps.iter().all(|q| size <= q.qp.caps().max_inline_data),
+                inline: size <= p.inline
+                    && !p.op.is_atomic()
+                    && qps.iter().all(|q| size <= q.qp.caps().max_inline_data),
                 rx_depth: RX_DEPTH,
                 recv: max..max + recv_len(spec, max),
                 send,
@@ -123,6 +125,9 @@ pub(super) fn run_round(
                 peer: peer.to_string(),
             };
             let o = bw::run(qps, remotes, &bp, progress, &STOP)?;
+            if p.op.is_atomic() && initiator {
+                check_targets(qps, &mems, p.op, false, o.messages, cx)?;
+            }
             Ok(Some(RoundOutcome::Bw(bw_result(size, cq_mod, &o))))
         }
         Kind::Lat => {
@@ -140,12 +145,15 @@ pub(super) fn run_round(
                     let o = lat::run_write(tq, side, mem, max, &lp, &STOP)?;
                     (o.latency, o.iterations, 2.0)
                 }
-                Op::Read if initiator => {
+                Op::Read | Op::AtomicFadd | Op::AtomicCswap if initiator => {
                     let mem = mems[0].ok_or_else(|| anyhow!("the peer exposed no buffer"))?;
                     let o = lat::run_serial(tq, mem, &lp, &STOP)?;
+                    if p.op.is_atomic() {
+                        check_targets(qps, &mems, p.op, true, o.iterations, cx)?;
+                    }
                     (o.latency, o.iterations, 1.0)
                 }
-                Op::Read => return Ok(None),
+                Op::Read | Op::AtomicFadd | Op::AtomicCswap => return Ok(None),
             };
             if !initiator {
                 return Ok(None);
@@ -205,6 +213,36 @@ pub(super) fn run_round(
     }
 }
 
+/// After an atomic round, off the clock: read back the targets (`serial`: the latency run's
+/// one QP; else every QP's) and check they hold what the `completed` operations left
+/// (crate::perf::atomic).
+fn check_targets(
+    qps: &[TestQp],
+    mems: &[Option<RemoteMemory>],
+    op: Op,
+    serial: bool,
+    completed: u64,
+    cx: &RoundContext,
+) -> Result<()> {
+    let targets = if serial { &qps[..1] } else { qps };
+    let mut found = Vec::with_capacity(targets.len());
+    for (tq, mem) in targets.iter().zip(mems) {
+        let mem = mem.ok_or_else(|| anyhow!("the peer exposed no buffer for atomics"))?;
+        found.push(atomic::read_back(tq, mem, cx.timeout, cx.peer, &STOP)?);
+    }
+    let expected = atomic::expected_final(op, serial, completed);
+    if op == Op::AtomicFadd && found.len() > 1 {
+        // The adds of each QP are not counted apart: their targets' sum is checked.
+        let sum = found.iter().fold(0u64, |a, &v| a.wrapping_add(v));
+        let which = format!("the targets of {} QPs, summed", found.len());
+        return Ok(atomic::check_final(op, &which, expected, sum, cx.peer)?);
+    }
+    for (i, &v) in found.iter().enumerate() {
+        atomic::check_final(op, &format!("the target of QP {i}"), expected, v, cx.peer)?;
+    }
+    Ok(())
+}
+
 /// Before a round: clear what the peer's writes will land on (latency WRITE spins on it) and
 /// lay out the data a diagnostic moves: the writer's slots hold each transfer's own pattern,
 /// the reader's are zeroed, so a transfer that never arrives leaves nothing that could pass.
@@ -216,6 +254,14 @@ pub(super) fn prepare_round(
     round: RoundPlan,
     server: bool,
 ) {
+    if p.op.is_atomic() {
+        // The responder's targets start at 0 (module crate::perf::atomic); ours are results.
+        let start = if server { atomic::target_start() } else { 0 };
+        for tq in qps.iter_mut() {
+            tq.mr.as_mut_slice()[atomic::RESULT].copy_from_slice(&start.to_ne_bytes());
+        }
+        return;
+    }
     let max = max_size(p);
     let size = round.size;
     let buf = qps[0].mr.as_mut_slice();

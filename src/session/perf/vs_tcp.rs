@@ -52,7 +52,11 @@ pub(super) fn tcp_client_round(
             ch.peer()
         ),
     };
-    let scale = if p.op == Op::Read { 1.0 } else { 2.0 };
+    let scale = if p.op == Op::Read || p.op.is_atomic() {
+        1.0
+    } else {
+        2.0
+    };
     Ok(TcpResult {
         size,
         iterations: o.messages,

@@ -1,0 +1,281 @@
+//! RDMA atomics (fetch-and-add, compare-and-swap): the work requests bw and lat post, and the
+//! check that fails closed when the responder's 8-byte target is not what the operations left.
+//!
+//! The responder zeroes each QP's target (the first 8 bytes of its buffer) before a round, so
+//! the sequence is determinate:
+//! - lat, one operation at a time: fetch-and-add i (0-based) adds 1; compare-and-swap i
+//!   compares i and swaps i + 1. Either way operation i must return the old value i, and every
+//!   returned value is checked.
+//! - bw, many in flight: every fetch-and-add adds 1, so after the round each QP's target holds
+//!   exactly the adds of that QP that completed (the returned values, racing in one 8-byte
+//!   result buffer, are not checked); compare-and-swap compares 0 and swaps 0, so every one
+//!   succeeds and leaves the target 0, which is checked; a target that was not 0 stays as it was.
+//!
+//! After the timed run the initiator reads each target with one more fetch-and-add of 0, off
+//! the clock, and compares. A mismatch is a [`DataMismatch`] (exit 4) naming both values.
+
+use super::Op;
+use crate::connect::endpoint::RemoteMemory;
+use crate::connect::test_qp::TestQp;
+use crate::exit::DataMismatch;
+use crate::verbs::{Completion, SendOp, SendRequest};
+use anyhow::{Result, anyhow, bail};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// The local bytes an atomic's old value lands in: the start of the QP's buffer.
+pub const RESULT: std::ops::Range<usize> = 0..8;
+/// Work-request id of the read-back after the run (no engine uses it).
+const READ_BACK_ID: u64 = 0x4000_0000_0000_0000;
+
+/// The target's address in the peer's buffer: its start, which must be 8-byte aligned.
+fn target(remote: RemoteMemory) -> Result<u64> {
+    if remote.len < 8 {
+        bail!("the peer exposed no 8-byte buffer for atomics");
+    }
+    if !remote.addr.is_multiple_of(8) {
+        bail!(
+            "the peer's buffer at 0x{:x} is not 8-byte aligned, as atomics need",
+            remote.addr
+        );
+    }
+    Ok(remote.addr)
+}
+
+/// Operation `i` (0-based) of a latency run: see the module's sequence.
+pub fn lat_op(op: Op, remote: RemoteMemory, i: u64) -> Result<SendOp> {
+    let (remote_addr, rkey) = (target(remote)?, remote.rkey);
+    Ok(match op {
+        Op::AtomicCswap => SendOp::CmpSwap {
+            remote_addr,
+            rkey,
+            compare: i,
+            swap: i + 1,
+        },
+        _ => SendOp::FetchAdd {
+            remote_addr,
+            rkey,
+            add: 1,
+        },
+    })
+}
+
+/// Every operation of a bandwidth run: add 1, or compare 0 and swap 0.
+pub fn bw_op(op: Op, remote: RemoteMemory) -> Result<SendOp> {
+    let (remote_addr, rkey) = (target(remote)?, remote.rkey);
+    Ok(match op {
+        Op::AtomicCswap => SendOp::CmpSwap {
+            remote_addr,
+            rkey,
+            compare: 0,
+            swap: 0,
+        },
+        _ => SendOp::FetchAdd {
+            remote_addr,
+            rkey,
+            add: 1,
+        },
+    })
+}
+
+/// The value held in `buf`'s result bytes (host order, as the device wrote it).
+pub fn returned(buf: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&buf[RESULT]);
+    u64::from_ne_bytes(b)
+}
+
+/// Latency operation `i` (0-based) returned `found`: it must be `i` (module doc).
+pub fn check_returned(op: Op, i: u64, found: u64, peer: &str) -> Result<(), DataMismatch> {
+    if found == i {
+        return Ok(());
+    }
+    Err(DataMismatch(format!(
+        "{} {} with {peer} returned {found}, expected {i}: the target was not as the previous \
+         operations left it",
+        op.verbs_name(),
+        i + 1
+    )))
+}
+
+/// What a target must hold after a run: `completed` adds (fetch-and-add, and latency
+/// compare-and-swap, whose chain leaves its count), or 0 (bandwidth compare-and-swap).
+pub fn expected_final(op: Op, serial: bool, completed: u64) -> u64 {
+    if op == Op::AtomicCswap && !serial {
+        0
+    } else {
+        completed
+    }
+}
+
+/// `which` target(s) ("the target of QP 0", "the targets of 4 QPs, summed") held `found`
+/// after the run, `expected` by the operations completed.
+pub fn check_final(
+    op: Op,
+    which: &str,
+    expected: u64,
+    found: u64,
+    peer: &str,
+) -> Result<(), DataMismatch> {
+    if found == expected {
+        return Ok(());
+    }
+    Err(DataMismatch(format!(
+        "after the {} run {which} on {peer} held {found}, expected {expected}: the operations \
+         did not land as sent",
+        op.verbs_name()
+    )))
+}
+
+/// Read QP `tq`'s target on the peer with one fetch-and-add of 0 (after the run, off the clock).
+pub fn read_back(
+    tq: &TestQp,
+    remote: RemoteMemory,
+    timeout: Duration,
+    peer: &str,
+    stop: &AtomicBool,
+) -> Result<u64> {
+    let op = SendOp::FetchAdd {
+        remote_addr: target(remote)?,
+        rkey: remote.rkey,
+        add: 0,
+    };
+    tq.qp.post_send(&SendRequest {
+        wr_id: READ_BACK_ID,
+        op,
+        mr: &tq.mr,
+        range: RESULT,
+        signaled: true,
+        inline: false,
+        ud: None,
+    })?;
+    let deadline = Instant::now() + timeout;
+    let mut wcs = [Completion::default(); 16];
+    loop {
+        let n = tq.cq.poll(&mut wcs)?;
+        for c in &wcs[..n] {
+            if !c.status.is_success() {
+                bail!(
+                    "reading back the atomic target on {peer} completed with {}: {}",
+                    c.status,
+                    c.status.likely_cause()
+                );
+            }
+            if c.wr_id == READ_BACK_ID {
+                return Ok(returned(tq.mr.as_slice()));
+            }
+        }
+        if Instant::now() > deadline {
+            return Err(anyhow!(
+                "timed out after {} reading back the atomic target on {peer}",
+                humantime::format_duration(timeout)
+            ));
+        }
+        if stop.load(Ordering::Relaxed) {
+            return Err(crate::exit::Interrupted.into());
+        }
+    }
+}
+
+/// The value the responder gives its target before a round: 0, or with the `test-hooks`
+/// feature `RDMADIAG_TEST_ATOMIC_TARGET=N`, N, so the lab can show that a target disturbed
+/// behind the initiator's back is reported (exit 4).
+#[cfg(feature = "test-hooks")]
+pub fn target_start() -> u64 {
+    std::env::var("RDMADIAG_TEST_ATOMIC_TARGET")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(0)
+}
+
+/// Without the `test-hooks` feature (every shipped build) the target always starts at 0.
+#[cfg(not(feature = "test-hooks"))]
+pub fn target_start() -> u64 {
+    0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MEM: RemoteMemory = RemoteMemory {
+        addr: 0x10_0000,
+        rkey: 9,
+        len: 8,
+    };
+
+    #[test]
+    fn the_sequence_is_determinate_and_targets_are_aligned() {
+        assert_eq!(
+            lat_op(Op::AtomicCswap, MEM, 4).unwrap(),
+            SendOp::CmpSwap {
+                remote_addr: MEM.addr,
+                rkey: 9,
+                compare: 4,
+                swap: 5
+            }
+        );
+        let add = SendOp::FetchAdd {
+            remote_addr: MEM.addr,
+            rkey: 9,
+            add: 1,
+        };
+        assert_eq!(lat_op(Op::AtomicFadd, MEM, 7).unwrap(), add);
+        assert_eq!(bw_op(Op::AtomicFadd, MEM).unwrap(), add);
+        assert!(matches!(
+            bw_op(Op::AtomicCswap, MEM).unwrap(),
+            SendOp::CmpSwap {
+                compare: 0,
+                swap: 0,
+                ..
+            }
+        ));
+        let odd = RemoteMemory {
+            addr: 0x1004,
+            ..MEM
+        };
+        assert!(
+            bw_op(Op::AtomicFadd, odd)
+                .unwrap_err()
+                .to_string()
+                .contains("aligned")
+        );
+        let small = RemoteMemory { len: 4, ..MEM };
+        assert!(lat_op(Op::AtomicFadd, small, 0).is_err());
+    }
+
+    #[test]
+    fn returned_values_and_final_targets_are_checked_and_a_disturbed_one_is_named() {
+        let mut buf = vec![0u8; 64];
+        buf[RESULT].copy_from_slice(&41u64.to_ne_bytes());
+        assert_eq!(returned(&buf), 41);
+        for op in [Op::AtomicFadd, Op::AtomicCswap] {
+            // An undisturbed chain: operation i sees i.
+            assert!((0..100).all(|i| check_returned(op, i, i, "peer").is_ok()));
+            // A target moved to 1000 behind our back: the first operation sees it.
+            let e = check_returned(op, 0, 1000, "node2")
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("returned 1000, expected 0") && e.contains("node2"),
+                "{e}"
+            );
+            assert!(!e.contains('\n'));
+        }
+        // bw fetch-and-add: the target counts the adds that completed.
+        assert_eq!(expected_final(Op::AtomicFadd, false, 5000), 5000);
+        assert!(check_final(Op::AtomicFadd, "the target of QP 0", 5000, 5000, "p").is_ok());
+        let e = check_final(Op::AtomicFadd, "the target of QP 1", 5000, 6000, "p")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("held 6000, expected 5000") && e.contains("QP 1"),
+            "{e}"
+        );
+        // cswap: the latency chain leaves its count, bandwidth's 0-for-0 leaves 0.
+        assert_eq!(expected_final(Op::AtomicCswap, true, 200), 200);
+        assert_eq!(expected_final(Op::AtomicCswap, false, 200), 0);
+        let e = check_final(Op::AtomicCswap, "the target of QP 0", 0, 1000, "p").unwrap_err();
+        assert!(e.to_string().contains("compare-and-swap"));
+    }
+}
