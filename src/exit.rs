@@ -110,7 +110,10 @@ impl fmt::Display for AfterReport {
     }
 }
 
-/// Whether the report was already printed before `err` ended the run ([`AfterReport`]).
+impl std::error::Error for AfterReport {}
+
+/// Whether the report was already printed before `err` ended the run ([`AfterReport`] as the
+/// error or a context at any depth: anyhow's downcast searches them all).
 pub fn after_report(err: &anyhow::Error) -> bool {
     err.downcast_ref::<AfterReport>().is_some()
 }
@@ -122,7 +125,8 @@ pub fn code_for(err: &anyhow::Error) -> u8 {
         code_for_signal(stop_signal().unwrap_or(SIGINT))
     } else if err.chain().any(|e| e.is::<UsageError>()) {
         USAGE
-    } else if err.chain().any(|e| e.is::<DataMismatch>()) {
+    } else if err.downcast_ref::<DataMismatch>().is_some() {
+        // As the error or as a context at any depth (a report's mismatch is a context).
         DATA_MISMATCH
     } else {
         FAILURE
@@ -169,5 +173,15 @@ mod tests {
             .unwrap_err();
         assert!(after_report(&cut) && !after_report(&stopped));
         assert_eq!(code_for(&cut), TERMINATED, "the signal still sets the code");
+        // A mismatch found in a printed report: no error document, exit 4; one found during
+        // the run (no report printed): the error is the document.
+        let reported = anyhow::Error::new(AfterReport("the report shows it".into()))
+            .context(DataMismatch("RDMA READ verification failed".into()));
+        assert!(after_report(&reported));
+        assert_eq!(code_for(&reported), DATA_MISMATCH);
+        assert!(format!("{reported:#}").starts_with("RDMA READ verification failed"));
+        let during: anyhow::Error = DataMismatch("returned 1000, expected 0".into()).into();
+        assert!(!after_report(&during));
+        assert_eq!(code_for(&during), DATA_MISMATCH);
     }
 }

@@ -47,8 +47,9 @@ fn main() -> ExitCode {
                 }
                 _ => eprintln!("rdmadiag: {e:#}"),
             }
-            // Data not as sent, or a report printed before the signal: that is the document.
-            if json && code != exit::DATA_MISMATCH && !exit::after_report(&e) {
+            // A report printed before the error (data not as sent, a signal): that is the
+            // document. Otherwise, data not as sent included, the error is.
+            if json && !exit::after_report(&e) {
                 let at = rdmadiag::session::phase::current();
                 let _ = rdmadiag::report::emit_error_json(rdmadiag::report::ErrorBody {
                     message: &format!("{e:#}"),

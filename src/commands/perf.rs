@@ -5,7 +5,7 @@ use crate::cli::{BwArgs, ExpectSize, LatArgs, PerfCommon, XferArgs};
 use crate::connect::control::{
     ATOMIC_SIZE, LAT_INLINE, PerfKind, PerfSpec, QpType, Test, TestSpec,
 };
-use crate::exit::{self, DataMismatch, UsageError};
+use crate::exit::{self, AfterReport, DataMismatch, UsageError};
 use crate::perf::Op;
 use crate::report::perf::PerfReport;
 use crate::report::progress::{ProgressLine, Span, Watched};
@@ -254,12 +254,13 @@ pub fn run_xfer(args: &XferArgs, op: Op) -> Result<u8> {
     emit(&report, args.output.json, |r| {
         report::perf::xfer_text(r, Style::detect())
     })?;
+    // The report is printed: it is the run's one document, the line says why it failed.
+    let printed = || anyhow::Error::new(AfterReport("the report shows each transfer".into()));
     if let Some(m) = report.lat.iter().find_map(|l| l.mismatch) {
-        return Err(DataMismatch(format!(
+        return Err(printed().context(DataMismatch(format!(
             "RDMA {} verification failed: {m}",
             op.to_string().to_uppercase()
-        ))
-        .into());
+        ))));
     }
     // Fail closed: a run that did not verify every transfer does not pass.
     if let Some(l) = report
@@ -267,13 +268,13 @@ pub fn run_xfer(args: &XferArgs, op: Op) -> Result<u8> {
         .iter()
         .find(|l| l.verified != Some(true) || l.transfers_checked != Some(args.iterations))
     {
-        bail!(
+        return Err(printed().context(format!(
             "RDMA {} verification incomplete: {} of {} transfers of {} bytes were checked",
             op.to_string().to_uppercase(),
             l.transfers_checked.unwrap_or(0),
             args.iterations,
             l.size
-        );
+        )));
     }
     Ok(exit::OK)
 }
