@@ -88,14 +88,22 @@ fn the_listener_survives_running_out_of_descriptors() {
     drop(stuck);
     assert_eq!(o.exit_code, 0, "{:?}", o.missing_reasons);
     assert_eq!(o.pairs.len(), 1);
+    // Out of descriptors, either the accept fails (usually, again and again until the filler
+    // goes) or, when a descriptor came free meanwhile, taking the accepted connection (its
+    // reader's clone) does: either way it is counted, and the run above still completed. (It
+    // asked for two failed accepts once; under a loaded CI a descriptor freed elsewhere in the
+    // process let the accept through and the clone fail once: seen at 25d1447.)
     let failed: Vec<_> = o
         .refused
         .iter()
-        .filter(|r| r.reason.contains("could not accept") && r.reason.contains("Too many open"))
+        .filter(|r| {
+            (r.reason.contains("could not accept") || r.reason.contains("could not be taken"))
+                && r.reason.contains("Too many open")
+        })
         .collect();
     assert!(
-        failed.iter().map(|r| r.count).sum::<u64>() >= 2,
-        "the failed accepts are counted: {:?}",
+        failed.iter().map(|r| r.count).sum::<u64>() >= 1,
+        "the failures for want of descriptors are counted: {:?}",
         o.refused
     );
 }
