@@ -28,10 +28,19 @@ impl BwUnit {
         }
     }
 
-    fn convert(self, gbps: f64) -> f64 {
+    /// `gbps` (Gb/s) in this unit.
+    pub fn convert(self, gbps: f64) -> f64 {
         match self {
             BwUnit::Gbit => gbps,
             BwUnit::Mib => gbps * 1e9 / 8.0 / 1_048_576.0,
+        }
+    }
+
+    /// A figure in this unit, in Gb/s (the inverse of [`BwUnit::convert`]).
+    pub fn to_gbps(self, figure: f64) -> f64 {
+        match self {
+            BwUnit::Gbit => figure,
+            BwUnit::Mib => figure * 1_048_576.0 * 8.0 / 1e9,
         }
     }
 }

@@ -20,7 +20,7 @@ use crate::connect::test_qp::{TestQp, UD_QKEY};
 use crate::exit::UsageError;
 use crate::perf::bw::StreamEnd;
 use crate::perf::{Progress, Side};
-use crate::report::perf::{BwResult, PerfReport};
+use crate::report::perf::{BwResult, BwUnit, PerfReport};
 use crate::session::phase::{self, HANDSHAKE, QP_SETUP, RESULT_EXCHANGE, TRANSFER};
 use crate::session::{Observer, Served, SessionOptions, dial, status};
 use crate::verbs::{LinkLayer, Mtu};
@@ -122,11 +122,6 @@ fn endpoint_of(k: &PerftestKey, local: &LocalPort, mtu: Mtu, len: u64) -> Endpoi
     }
 }
 
-/// perftest's MB/s: 2^20 bytes a second (its default unit, which the server prints).
-fn mib_per_sec(gbps: f64) -> f64 {
-    gbps * 1e9 / 8.0 / f64::from(1u32 << 20)
-}
-
 /// Both ends' set-up, perftest's order: versions, system data, MTU, one key round per QP,
 /// connect, a second key round and one more handshake. Returns the connected QPs.
 struct SetUp {
@@ -140,7 +135,7 @@ fn set_up(
     pt: &mut PerftestPeer,
     opts: &SessionOptions,
     spec: &TestSpec,
-    recipe: &PerfQps,
+    (kind, p, side): (Kind, &PerfSpec, Side),
     local: &LocalPort,
 ) -> Result<SetUp> {
     let sys = pt.sys_data(SysData {
@@ -152,15 +147,18 @@ fn set_up(
     phase::enter(QP_SETUP, None);
     // A perftest client steps its remote address through the cycle buffer: the server's
     // buffer spans at least that.
-    let max = max_size(recipe.p) as u64;
+    let max = max_size(p) as u64;
     let span = max.max(u64::from(sys.cycle_buffer));
     let recipe = PerfQps {
-        min_buffer: if recipe.side == Side::Responder {
+        spec,
+        kind,
+        p,
+        side,
+        min_buffer: if side == Side::Responder {
             span as usize
         } else {
             0
         },
-        ..*recipe
     };
     let mut qps = (0..recipe.count())
         .map(|_| recipe.make(local))
@@ -256,14 +254,7 @@ fn meet(
     };
     let mut pt = PerftestPeer::start(ch, lead)?;
     let local = choose_port(&opts.choice, Some(local_ip))?;
-    let recipe = PerfQps {
-        spec,
-        kind,
-        p,
-        side,
-        min_buffer: 0,
-    };
-    let SetUp { qps, remotes, mine } = set_up(&mut pt, opts, spec, &recipe, &local)?;
+    let SetUp { qps, remotes, mine } = set_up(&mut pt, opts, spec, (kind, p, side), &local)?;
     let mut report = empty_report(kind, p, spec, &qps, &remotes[0]);
     report.compat = Some(format!("perftest {}", pt.theirs));
     Ok(Met {
@@ -478,16 +469,17 @@ fn perftest_report(b: &BwResult) -> BwReport {
     BwReport {
         size: u64::from(b.size),
         iters: b.iterations,
-        bw_peak: mib_per_sec(b.bw_peak_gbps),
-        bw_avg: mib_per_sec(b.bw_avg_gbps),
+        bw_peak: BwUnit::Mib.convert(b.bw_peak_gbps),
+        bw_avg: BwUnit::Mib.convert(b.bw_avg_gbps),
         msg_rate: b.msg_rate_mpps,
     }
 }
 
 /// A perftest client's report as a result: its figures in MB/s, taken as sent.
 fn from_perftest(r: &BwReport) -> BwResult {
-    let gbps = |mib: f64| mib * f64::from(1u32 << 20) * 8.0 / 1e9;
-    let avg_bytes = r.bw_avg * f64::from(1u32 << 20);
+    // perftest's MB/s is 2^20 bytes a second (its default unit).
+    let gbps = |mib: f64| BwUnit::Mib.to_gbps(mib);
+    let avg_bytes = gbps(r.bw_avg) * 1e9 / 8.0;
     BwResult::from_figures(
         u32::try_from(r.size).unwrap_or(u32::MAX),
         0,
@@ -526,6 +518,7 @@ mod tests {
     #[test]
     fn mib_is_perftests_unit() {
         // 8.388608 Gb/s is 2^20 * 1000 bytes a second: 1000 MB/s in perftest's unit.
-        assert!((mib_per_sec(8.388_608) - 1000.0).abs() < 1e-9);
+        assert!((BwUnit::Mib.convert(8.388_608) - 1000.0).abs() < 1e-9);
+        assert!((BwUnit::Mib.to_gbps(1000.0) - 8.388_608).abs() < 1e-9);
     }
 }
