@@ -246,17 +246,23 @@ pub fn accept(l: &TcpListener, wait: Option<Duration>) -> Result<TcpStream> {
 /// does in milliseconds; one that stalls cannot hold a one-shot server's port for long.
 pub const KEYED_GREETING_TIMEOUT: Duration = Duration::from_secs(3);
 
+/// How long a new connection has to greet: the timeout, at most [`KEYED_GREETING_TIMEOUT`]
+/// with a key.
+fn greeting_timeout(opts: &SessionOptions) -> Duration {
+    if opts.key.is_some() {
+        opts.timeout.min(KEYED_GREETING_TIMEOUT)
+    } else {
+        opts.timeout
+    }
+}
+
 /// Greet a client and read its test request (both bounded by the timeout; with a key, the
 /// greeting and proof by [`KEYED_GREETING_TIMEOUT`] in all, and any failure there is the
 /// client's [`Unauthenticated`]).
 fn handshake(stream: TcpStream, opts: &SessionOptions) -> Result<(ControlChannel, Message)> {
     let arrived = Instant::now();
     let keyed = opts.key.is_some();
-    let greeting_timeout = if keyed {
-        opts.timeout.min(KEYED_GREETING_TIMEOUT)
-    } else {
-        opts.timeout
-    };
+    let greeting_timeout = greeting_timeout(opts);
     let mut ch = ControlChannel::new(stream, greeting_timeout)?;
     let peer = ch.peer().to_string();
     phase::enter(phase::HANDSHAKE, Some(&peer));

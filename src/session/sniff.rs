@@ -1,7 +1,7 @@
 //! Telling a perftest client from an rdmadiag client by the first bytes it sends, and serving
 //! either (a one-shot bw server).
 
-use super::{KEYED_GREETING_TIMEOUT, STOP, Served, SessionOptions, perf, serve_client};
+use super::{STOP, Served, SessionOptions, greeting_timeout, perf, serve_client};
 use crate::connect::key::Unauthenticated;
 use anyhow::{Result, bail};
 use std::io::ErrorKind;
@@ -18,12 +18,7 @@ pub fn serve_client_or_perftest(
     spec: &crate::connect::control::TestSpec,
 ) -> Result<Served> {
     let arrived = Instant::now();
-    let limit = if opts.key.is_some() {
-        opts.timeout.min(KEYED_GREETING_TIMEOUT)
-    } else {
-        opts.timeout
-    };
-    let first = first_bytes(&stream, 8, arrived + limit)?;
+    let first = first_bytes(&stream, 8, arrived + greeting_timeout(opts))?;
     let peer = || {
         stream
             .peer_addr()
