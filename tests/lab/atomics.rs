@@ -7,46 +7,14 @@
 //! short. Every process is bounded by `wait_limit`. TCP ports 18741-18759.
 
 use crate::common::*;
+use crate::perf::{json_of, pair, run_env};
 use crate::require_rxe0;
 use serde_json::Value;
 use std::process::Output;
-use std::time::Duration;
 
-const LIMIT: Duration = Duration::from_secs(60);
-const HOST: &str = "10.77.0.1";
 /// The responder's target starts at this value instead of 0 (test-hooks build only).
 const DISTURB: &str = "RDMADIAG_TEST_ATOMIC_TARGET";
 const OPS: [&str; 2] = ["atomic-fadd", "atomic-cswap"];
-
-fn run_env(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let what = format!("rdmadiag {}", args.join(" "));
-    wait_limit(spawn_rdmadiag_env(args, env), LIMIT, &what)
-}
-
-fn json_of(o: &Output, what: &str) -> Value {
-    assert!(
-        o.status.success(),
-        "{what} failed ({:?}): {}",
-        o.status.code(),
-        stderr(o)
-    );
-    serde_json::from_slice(&o.stdout)
-        .unwrap_or_else(|e| panic!("{what}: invalid JSON ({e}): {}", stdout(o)))
-}
-
-/// A server (`sub -p PORT --json`, with `server_env`) and a client (`args[0] HOST -p PORT
-/// args[1..]`); returns (client, server) once both ended.
-fn pair(args: &[&str], port: u16, server_env: &[(&str, &str)]) -> (Output, Output) {
-    let p = port.to_string();
-    let server = spawn_rdmadiag_env(&[args[0], "-p", &p, "--wait", "60s", "--json"], server_env);
-    wait_listening(port, LIMIT);
-    let mut c = vec![args[0], HOST, "-p", &p];
-    c.extend_from_slice(&args[1..]);
-    let what = format!("client rdmadiag {}", c.join(" "));
-    let client = wait_limit(spawn_rdmadiag_env(&c, &[]), LIMIT, &what);
-    let server = wait_limit(server, LIMIT, &format!("server on port {port}"));
-    (client, server)
-}
 
 fn check_server_ok(s: &Output) {
     let err = stderr(s);
@@ -168,7 +136,13 @@ fn atomics_bw_and_lat_client_and_server() {
     let mut port = 18741;
     for op in OPS {
         for test in ["bw", "lat"] {
-            let (c, s) = pair(&[test, "--op", op, "-n", "200", "--json"], port, &[]);
+            let (c, s) = pair(
+                test,
+                &[test, "--op", op, "-n", "200", "--json"],
+                port,
+                &[],
+                &[],
+            );
             port += 1;
             let v = json_of(&c, &format!("client {test} {op}"));
             check_server_ok(&s);
@@ -181,6 +155,7 @@ fn atomics_bw_and_lat_client_and_server() {
     }
     // Several QPs, each with its own target (their adds summed), and -o bounding the atomics.
     let (c, s) = pair(
+        "bw",
         &[
             "bw",
             "--op",
@@ -195,6 +170,7 @@ fn atomics_bw_and_lat_client_and_server() {
         ],
         18745,
         &[],
+        &[],
     );
     let v = json_of(&c, "client bw atomic-fadd -q 4 -o 1");
     check_server_ok(&s);
@@ -202,7 +178,13 @@ fn atomics_bw_and_lat_client_and_server() {
     assert_eq!(v["qps"], 4, "{v}");
     assert_eq!(v["outstanding_reads"], 1, "{v}");
     // Text through a server too.
-    let (c, s) = pair(&["lat", "--op", "atomic-cswap", "-n", "200"], 18746, &[]);
+    let (c, s) = pair(
+        "lat",
+        &["lat", "--op", "atomic-cswap", "-n", "200"],
+        18746,
+        &[],
+        &[],
+    );
     assert!(c.status.success(), "{}", stderr(&c));
     check_server_ok(&s);
     assert!(stdout(&c).contains("round trip"), "{}", stdout(&c));
@@ -250,7 +232,13 @@ fn a_disturbed_atomic_target_exits_4_naming_expected_and_found() {
         ("lat", 18750, "0", "returned 1000"),
         ("bw", 18751, "200", "held 1200"),
     ] {
-        let (c, s) = pair(&[test, "--op", "atomic-fadd", "-n", "200"], port, &env);
+        let (c, s) = pair(
+            test,
+            &[test, "--op", "atomic-fadd", "-n", "200"],
+            port,
+            &[],
+            &env,
+        );
         check_disturbed(&c, &format!("client {test}"), expected, found);
         assert!(!stderr(&s).contains("panicked"), "{}", stderr(&s));
     }

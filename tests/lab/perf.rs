@@ -22,7 +22,7 @@ const GID: &str = "::ffff:10.77.0.1";
 const DROP: &str = "RDMADIAG_TEST_DROP_TRANSFER";
 
 /// Run rdmadiag with extra environment, bounded by LIMIT.
-fn run_env(args: &[&str], env: &[(&str, &str)]) -> Output {
+pub(crate) fn run_env(args: &[&str], env: &[(&str, &str)]) -> Output {
     let t = Instant::now();
     let what = format!("rdmadiag {}", args.join(" "));
     let o = wait_limit(spawn_rdmadiag_env(args, env), LIMIT, &what);
@@ -35,7 +35,7 @@ fn run(args: &[&str]) -> Output {
 }
 
 /// Require exit 0 and parse stdout as one JSON document.
-fn json_of(o: &Output, what: &str) -> Value {
+pub(crate) fn json_of(o: &Output, what: &str) -> Value {
     assert!(
         o.status.success(),
         "{what} failed ({:?}): {}",
@@ -57,7 +57,7 @@ fn loopback(args: &[&str]) -> Value {
 /// A server process (`server_sub -p PORT --json`, no other flags: it runs what the client asks)
 /// and a client (`args[0] HOST -p PORT args[1..]`), each with its own environment.
 /// Returns (client, server) once both ended.
-fn pair(
+pub(crate) fn pair(
     server_sub: &str,
     args: &[&str],
     port: u16,

@@ -20,13 +20,27 @@ fn perftest_line(out: &str, size: u64) -> Option<(u64, f64, f64)> {
     })
 }
 
-/// Run `server` (an ib_*_bw with its arguments) and our client against it; both must succeed.
+/// The rdmadiag subcommand that stands in for a perftest tool: lat for ib_*_lat, else bw.
+fn subcommand_for(tool: &str) -> &'static str {
+    if tool.ends_with("_lat") { "lat" } else { "bw" }
+}
+
+/// Run `server` (an ib_*_bw or ib_*_lat with its arguments) and our client (bw or lat to
+/// match) against it; both must succeed.
 fn against(server: &str, server_args: &[&str], port: &str, client: &[&str]) -> (Value, String) {
     let mut args = vec!["-d", crate::DEV, "-p", port];
     args.extend_from_slice(server_args);
     let srv = spawn_cmd(server, &args);
     wait_listening(port.parse().unwrap(), LIMIT);
-    let mut ours = vec!["bw", HOST, "-p", port, "--compat", "perftest", "--json"];
+    let mut ours = vec![
+        subcommand_for(server),
+        HOST,
+        "-p",
+        port,
+        "--compat",
+        "perftest",
+        "--json",
+    ];
     ours.extend_from_slice(client);
     let c = wait_limit(spawn_rdmadiag(&ours), LIMIT, "rdmadiag client");
     let s = wait_limit(srv, LIMIT, server);
@@ -117,7 +131,7 @@ fn a_size_past_the_perftest_servers_is_named() {
 /// Run a perftest client against an rdmadiag server started with `server`; both must succeed.
 /// Returns the server's JSON and the client's output.
 fn serving(server: &[&str], port: &str, client: &str, client_args: &[&str]) -> (Value, String) {
-    let mut ours = vec!["bw", "-p", port, "--json"];
+    let mut ours = vec![subcommand_for(client), "-p", port, "--json"];
     ours.extend_from_slice(server);
     let srv = spawn_rdmadiag(&ours);
     wait_listening(port.parse().unwrap(), LIMIT);
@@ -282,72 +296,33 @@ fn lat_agrees(v: &Value, out: &str, size: u64, iters: u64) {
 fn lat_against_ib_write_lat_and_ib_read_lat_both_roles() {
     require_rxe0();
     // rdmadiag client, perftest servers.
-    let srv = spawn_cmd(
+    let (v, out) = against(
         "ib_write_lat",
-        &["-d", crate::DEV, "-p", "18731", "-s", "2", "-n", "200"],
+        &["-s", "2", "-n", "200"],
+        "18731",
+        &["-s", "2", "-n", "200"],
     );
-    wait_listening(18731, LIMIT);
-    let c = wait_limit(
-        spawn_rdmadiag(&[
-            "lat", HOST, "-p", "18731", "--compat", "perftest", "-s", "2", "-n", "200", "--json",
-        ]),
-        LIMIT,
-        "rdmadiag lat client",
-    );
-    let s = wait_limit(srv, LIMIT, "ib_write_lat");
-    assert!(c.status.success(), "{}\n{}", stderr(&c), stdout(&s));
-    assert!(s.status.success(), "{}{}", stdout(&s), stderr(&s));
-    let v: Value = serde_json::from_slice(&c.stdout).unwrap();
     assert_eq!(v["lat"][0]["iterations"], 200, "{v}");
-    lat_agrees(&v, &stdout(&s), 2, 200);
-
-    let srv = spawn_cmd(
+    lat_agrees(&v, &out, 2, 200);
+    let (v, _) = against(
         "ib_read_lat",
-        &["-d", crate::DEV, "-p", "18732", "-s", "64", "-n", "100"],
+        &["-s", "64", "-n", "100"],
+        "18732",
+        &["--op", "read", "-s", "64", "-n", "100"],
     );
-    wait_listening(18732, LIMIT);
-    let c = wait_limit(
-        spawn_rdmadiag(&[
-            "lat", HOST, "-p", "18732", "--compat", "perftest", "--op", "read", "-s", "64", "-n",
-            "100", "--json",
-        ]),
-        LIMIT,
-        "rdmadiag lat client",
-    );
-    let s = wait_limit(srv, LIMIT, "ib_read_lat");
-    assert!(c.status.success(), "{}\n{}", stderr(&c), stdout(&s));
-    assert!(s.status.success(), "{}{}", stdout(&s), stderr(&s));
-    let v: Value = serde_json::from_slice(&c.stdout).unwrap();
     assert_eq!(v["lat"][0]["iterations"], 100, "{v}");
     assert_eq!(v["compat"], "perftest 6.06", "{v}");
 
     // perftest clients, rdmadiag servers (no --compat: told apart by the first bytes).
-    let srv = spawn_rdmadiag(&["lat", "-p", "18733", "-s", "2", "-n", "200", "--json"]);
-    wait_listening(18733, LIMIT);
-    let c = wait_limit(
-        spawn_cmd(
-            "ib_write_lat",
-            &[
-                "-d",
-                crate::DEV,
-                "-p",
-                "18733",
-                "-s",
-                "2",
-                "-n",
-                "200",
-                HOST,
-            ],
-        ),
-        LIMIT,
-        "ib_write_lat client",
+    let (v, out) = serving(
+        &["-s", "2", "-n", "200"],
+        "18733",
+        "ib_write_lat",
+        &["-s", "2", "-n", "200"],
     );
-    let s = wait_limit(srv, LIMIT, "rdmadiag lat server");
-    assert!(s.status.success(), "{}\n{}", stderr(&s), stdout(&c));
-    assert!(c.status.success(), "{}{}", stdout(&c), stderr(&c));
-    let v: Value = serde_json::from_slice(&s.stdout).unwrap();
-    lat_agrees(&v, &stdout(&c), 2, 200);
+    lat_agrees(&v, &out, 2, 200);
 
+    // A READ latency server measures nothing and prints nothing (perftest's neither).
     let srv = spawn_rdmadiag(&[
         "lat", "-p", "18734", "--op", "read", "-s", "64", "-n", "100",
     ]);
