@@ -268,15 +268,18 @@ fn atomics_of_another_size_or_transport_are_usage_errors_before_any_wait() {
         ),
         (&["bw", "10.0.0.1", "--op", "atomic-fadd", "-b"], "-b"),
         (
+            // perftest's atomic latency, as its others: -n iterations, not -D.
             &[
-                "bw",
+                "lat",
                 "10.0.0.1",
                 "-A",
                 "FETCH_AND_ADD",
                 "--compat",
                 "perftest",
+                "-D",
+                "2",
             ],
-            "atomics",
+            "not -D",
         ),
     ] {
         let o = rdmadiag(args);

@@ -13,6 +13,12 @@
 //!
 //! After the timed run the initiator reads each target with one more fetch-and-add of 0, off
 //! the clock, and compares. A mismatch is a [`DataMismatch`] (exit 4) naming both values.
+//!
+//! A perftest responder fills its buffer with random bytes and never zeroes it: against one,
+//! the initiator reads each target before the run too ([`Targets::AsFound`]) and the sequence
+//! starts from that value (every figure above is offset by it, wrapping). A perftest
+//! initiator steps its adds through the whole cycle buffer, so a responder serving one checks
+//! the sum of its buffer's 8-byte words ([`sum_words`]).
 
 use super::Op;
 use crate::connect::endpoint::RemoteMemory;
@@ -42,15 +48,27 @@ fn target(remote: RemoteMemory) -> Result<u64> {
     Ok(remote.addr)
 }
 
-/// Operation `i` (0-based) of a latency run: see the module's sequence.
-pub fn lat_op(op: Op, remote: RemoteMemory, i: u64) -> Result<SendOp> {
+/// What the initiator knows of the targets before a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Targets {
+    /// rdmadiag's responder zeroed them (a target that is not 0 was disturbed).
+    #[default]
+    Zeroed,
+    /// perftest's responder left them random: read each before the run.
+    AsFound,
+}
+
+/// Operation `i` (0-based) of a latency run on a target that held `base` before it: see the
+/// module's sequence.
+pub fn lat_op(op: Op, remote: RemoteMemory, base: u64, i: u64) -> Result<SendOp> {
     let (remote_addr, rkey) = (target(remote)?, remote.rkey);
+    let before = base.wrapping_add(i);
     Ok(match op {
         Op::AtomicCswap => SendOp::CmpSwap {
             remote_addr,
             rkey,
-            compare: i,
-            swap: i + 1,
+            compare: before,
+            swap: before.wrapping_add(1),
         },
         _ => SendOp::FetchAdd {
             remote_addr,
@@ -85,27 +103,43 @@ pub fn returned(buf: &[u8]) -> u64 {
     u64::from_ne_bytes(b)
 }
 
-/// Latency operation `i` (0-based) returned `found`: it must be `i` (module doc).
-pub fn check_returned(op: Op, i: u64, found: u64, peer: &str) -> Result<(), DataMismatch> {
-    if found == i {
+/// Latency operation `i` (0-based) on a target that held `base` returned `found`: it must be
+/// `base + i` (module doc).
+pub fn check_returned(
+    op: Op,
+    (base, i): (u64, u64),
+    found: u64,
+    peer: &str,
+) -> Result<(), DataMismatch> {
+    let expected = base.wrapping_add(i);
+    if found == expected {
         return Ok(());
     }
     Err(DataMismatch(format!(
-        "{} {} with {peer} returned {found}, expected {i}: the target was not as the previous \
-         operations left it",
+        "{} {} with {peer} returned {found}, expected {expected}: the target was not as the \
+         previous operations left it",
         op.verbs_name(),
         i + 1
     )))
 }
 
-/// What a target must hold after a run: `completed` adds (fetch-and-add, and latency
-/// compare-and-swap, whose chain leaves its count), or 0 (bandwidth compare-and-swap).
-pub fn expected_final(op: Op, serial: bool, completed: u64) -> u64 {
+/// What a target that held `base` must hold after a run: `completed` adds more (fetch-and-add,
+/// and latency compare-and-swap, whose chain leaves its count), or for bandwidth
+/// compare-and-swap (0 for 0) what it held: 0 on rdmadiag's zeroed targets.
+pub fn expected_final(op: Op, serial: bool, base: u64, completed: u64) -> u64 {
     if op == Op::AtomicCswap && !serial {
-        0
+        base
     } else {
-        completed
+        base.wrapping_add(completed)
     }
+}
+
+/// The sum of `buf`'s 8-byte words (host order, wrapping): what a responder checks after a
+/// perftest initiator's adds, stepped through its cycle buffer, have landed.
+pub fn sum_words(buf: &[u8]) -> u64 {
+    buf.chunks_exact(8)
+        .map(|w| u64::from_ne_bytes(w.try_into().unwrap_or_default()))
+        .fold(0, u64::wrapping_add)
 }
 
 /// `which` target(s) ("the target of QP 0", "the targets of 4 QPs, summed") held `found`
@@ -207,7 +241,7 @@ mod tests {
     #[test]
     fn the_sequence_is_determinate_and_targets_are_aligned() {
         assert_eq!(
-            lat_op(Op::AtomicCswap, MEM, 4).unwrap(),
+            lat_op(Op::AtomicCswap, MEM, 0, 4).unwrap(),
             SendOp::CmpSwap {
                 remote_addr: MEM.addr,
                 rkey: 9,
@@ -220,7 +254,16 @@ mod tests {
             rkey: 9,
             add: 1,
         };
-        assert_eq!(lat_op(Op::AtomicFadd, MEM, 7).unwrap(), add);
+        assert_eq!(lat_op(Op::AtomicFadd, MEM, 0, 7).unwrap(), add);
+        // Against perftest's random target the chain starts where the target was.
+        assert!(matches!(
+            lat_op(Op::AtomicCswap, MEM, u64::MAX, 0).unwrap(),
+            SendOp::CmpSwap {
+                compare: u64::MAX,
+                swap: 0,
+                ..
+            }
+        ));
         assert_eq!(bw_op(Op::AtomicFadd, MEM).unwrap(), add);
         assert!(matches!(
             bw_op(Op::AtomicCswap, MEM).unwrap(),
@@ -241,7 +284,7 @@ mod tests {
                 .contains("aligned")
         );
         let small = RemoteMemory { len: 4, ..MEM };
-        assert!(lat_op(Op::AtomicFadd, small, 0).is_err());
+        assert!(lat_op(Op::AtomicFadd, small, 0, 0).is_err());
     }
 
     #[test]
@@ -251,9 +294,11 @@ mod tests {
         assert_eq!(returned(&buf), 41);
         for op in [Op::AtomicFadd, Op::AtomicCswap] {
             // An undisturbed chain: operation i sees i.
-            assert!((0..100).all(|i| check_returned(op, i, i, "peer").is_ok()));
+            assert!((0..100).all(|i| check_returned(op, (0, i), i, "peer").is_ok()));
+            assert!((0..100).all(|i| check_returned(op, (77, i), 77 + i, "peer").is_ok()));
+            assert!(check_returned(op, (77, 3), 3, "peer").is_err());
             // A target moved to 1000 behind our back: the first operation sees it.
-            let e = check_returned(op, 0, 1000, "node2")
+            let e = check_returned(op, (0, 0), 1000, "node2")
                 .unwrap_err()
                 .to_string();
             assert!(
@@ -263,7 +308,8 @@ mod tests {
             assert!(!e.contains('\n'));
         }
         // bw fetch-and-add: the target counts the adds that completed.
-        assert_eq!(expected_final(Op::AtomicFadd, false, 5000), 5000);
+        assert_eq!(expected_final(Op::AtomicFadd, false, 0, 5000), 5000);
+        assert_eq!(expected_final(Op::AtomicFadd, false, u64::MAX, 2), 1);
         assert!(check_final(Op::AtomicFadd, "the target of QP 0", 5000, 5000, "p").is_ok());
         let e = check_final(Op::AtomicFadd, "the target of QP 1", 5000, 6000, "p")
             .unwrap_err()
@@ -273,8 +319,16 @@ mod tests {
             "{e}"
         );
         // cswap: the latency chain leaves its count, bandwidth's 0-for-0 leaves 0.
-        assert_eq!(expected_final(Op::AtomicCswap, true, 200), 200);
-        assert_eq!(expected_final(Op::AtomicCswap, false, 200), 0);
+        assert_eq!(expected_final(Op::AtomicCswap, true, 0, 200), 200);
+        assert_eq!(expected_final(Op::AtomicCswap, false, 0, 200), 0);
+        // perftest's random target: 0-for-0 compares fail and leave it as it was.
+        assert_eq!(expected_final(Op::AtomicCswap, false, 0xdead, 200), 0xdead);
+        // A perftest initiator's adds, stepped through the buffer: their sum is their count.
+        let mut buf = vec![0u8; 4096];
+        for (n, at) in [(3u64, 0), (2, 64), (u64::MAX, 128)] {
+            buf[at..at + 8].copy_from_slice(&n.to_ne_bytes());
+        }
+        assert_eq!(sum_words(&buf), 4);
         let e = check_final(Op::AtomicCswap, "the target of QP 0", 0, 1000, "p").unwrap_err();
         assert!(e.to_string().contains("compare-and-swap"));
     }

@@ -48,6 +48,9 @@ pub struct LatParams {
     pub drop_for_test: Option<u64>,
     /// WRITE latency: whose marks and layout.
     pub marks: Marks,
+    /// Atomics: what the target held before the run (0 on rdmadiag's zeroed target; read
+    /// first against perftest's random one).
+    pub atomic_base: u64,
     pub timeout: Duration,
     pub peer: String,
 }
@@ -277,7 +280,10 @@ pub fn run_serial(
         );
     }
     let (op, name) = match p.op {
-        Op::AtomicFadd | Op::AtomicCswap => (atomic::lat_op(p.op, remote, 0)?, p.op.verbs_name()),
+        Op::AtomicFadd | Op::AtomicCswap => (
+            atomic::lat_op(p.op, remote, p.atomic_base, 0)?,
+            p.op.verbs_name(),
+        ),
         Op::Write => (
             SendOp::Write {
                 remote_addr: remote.addr,
@@ -314,7 +320,9 @@ pub fn run_serial(
                 remote_addr: remote_addr + at as u64,
                 rkey,
             },
-            SendOp::FetchAdd { .. } | SendOp::CmpSwap { .. } => atomic::lat_op(p.op, remote, i)?,
+            SendOp::FetchAdd { .. } | SendOp::CmpSwap { .. } => {
+                atomic::lat_op(p.op, remote, p.atomic_base, i)?
+            }
             other => other,
         };
         let t0 = Instant::now();
@@ -364,7 +372,7 @@ pub fn run_serial(
         latency.record(t0.elapsed());
         if p.op.is_atomic() {
             let found = atomic::returned(tq.mr.as_slice());
-            atomic::check_returned(p.op, i, found, &p.peer)?;
+            atomic::check_returned(p.op, (p.atomic_base, i), found, &p.peer)?;
         }
         i += 1;
     }

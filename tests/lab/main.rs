@@ -16,6 +16,7 @@ mod inventory;
 mod link;
 mod perf;
 mod perftest;
+mod perftest_atomics;
 mod pingpong;
 mod schema;
 mod settings;

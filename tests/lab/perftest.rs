@@ -6,11 +6,11 @@ use crate::require_rxe0;
 use serde_json::Value;
 use std::time::Duration;
 
-const LIMIT: Duration = Duration::from_secs(90);
-const HOST: &str = "10.77.0.1";
+pub(crate) const LIMIT: Duration = Duration::from_secs(90);
+pub(crate) const HOST: &str = "10.77.0.1";
 
 /// perftest's result line for `size`: (iterations, peak, average) in its MB/s.
-fn perftest_line(out: &str, size: u64) -> Option<(u64, f64, f64)> {
+pub(crate) fn perftest_line(out: &str, size: u64) -> Option<(u64, f64, f64)> {
     out.lines().find_map(|l| {
         let t: Vec<&str> = l.split_whitespace().collect();
         if t.len() < 5 || t[0].parse::<u64>().ok()? != size {
@@ -27,7 +27,12 @@ fn subcommand_for(tool: &str) -> &'static str {
 
 /// Run `server` (an ib_*_bw or ib_*_lat with its arguments) and our client (bw or lat to
 /// match) against it; both must succeed.
-fn against(server: &str, server_args: &[&str], port: &str, client: &[&str]) -> (Value, String) {
+pub(crate) fn against(
+    server: &str,
+    server_args: &[&str],
+    port: &str,
+    client: &[&str],
+) -> (Value, String) {
     let mut args = vec!["-d", crate::DEV, "-p", port];
     args.extend_from_slice(server_args);
     let srv = spawn_cmd(server, &args);
@@ -57,7 +62,7 @@ fn against(server: &str, server_args: &[&str], port: &str, client: &[&str]) -> (
 
 /// Our figures and what the perftest server printed of them (it prints the client's report):
 /// the same size and iterations, the same average within print rounding.
-fn agree(v: &Value, server_out: &str, size: u64, iters: u64) {
+pub(crate) fn agree(v: &Value, server_out: &str, size: u64, iters: u64) {
     assert_eq!(v["compat"], "perftest 6.06", "{v}");
     let b = &v["bw"][0];
     assert_eq!(b["size"], size, "{v}");
@@ -130,7 +135,12 @@ fn a_size_past_the_perftest_servers_is_named() {
 
 /// Run a perftest client against an rdmadiag server started with `server`; both must succeed.
 /// Returns the server's JSON and the client's output.
-fn serving(server: &[&str], port: &str, client: &str, client_args: &[&str]) -> (Value, String) {
+pub(crate) fn serving(
+    server: &[&str],
+    port: &str,
+    client: &str,
+    client_args: &[&str],
+) -> (Value, String) {
     let mut ours = vec![subcommand_for(client), "-p", port, "--json"];
     ours.extend_from_slice(server);
     let srv = spawn_rdmadiag(&ours);

@@ -13,7 +13,6 @@ use crate::connect::establish::{self, Connected};
 use crate::connect::heartbeat::Heartbeat;
 use crate::connect::test_qp::TestQp;
 use crate::exit::UsageError;
-use crate::perf::bw::StreamEnd;
 use crate::perf::{Progress, Side};
 use crate::report::perf::{BwResult, LatResult, PerfReport};
 use crate::session::phase::{self, QP_SETUP, RESULT_EXCHANGE, TRANSFER};
@@ -49,15 +48,7 @@ pub fn client(
     let progress = observer.progress().unwrap_or(&fallback);
     status(opts, &format!("connected {} QP(s) to {peer}", qps.len()));
     let mut report = empty_report(kind, &p, spec, qps, &remotes[0]);
-    let cx = RoundContext {
-        kind,
-        spec,
-        p: &p,
-        side: Side::Initiator,
-        timeout: opts.timeout,
-        peer: &peer,
-        end: StreamEnd::StopMark,
-    };
+    let cx = RoundContext::new((kind, spec, &p), Side::Initiator, opts.timeout, &peer);
     for &size in &p.sizes {
         observer.round_started(size);
         // The diagnostics move their transfers in rounds of as many as have a slot each.

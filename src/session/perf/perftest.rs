@@ -1,7 +1,8 @@
 //! Both ends of a test against unmodified perftest (`--compat perftest` as client; a one-shot
 //! bw or lat server serves perftest clients), over perftest's own out-of-band exchange.
 //!
-//! The order is perftest's (`write_bw.c`, `read_bw.c`, `write_lat.c`, `read_lat.c`): versions,
+//! The order is perftest's (`write_bw.c`, `read_bw.c`, `atomic_bw.c`, `write_lat.c`,
+//! `read_lat.c`, `atomic_lat.c`; atomics go as READ does): versions,
 //! system data, MTU; for lat one handshake more; per QP a key handshake; connect; a second
 //! per-QP round and one more handshake (the server is then ready); the run; for bw one
 //! handshake to say it ended and the bw reports; the close (none after ib_write_lat).
@@ -17,7 +18,9 @@ use crate::connect::establish::QpRecipe;
 use crate::connect::perftest_wire::{BwReport, Lead, PerftestKey, PerftestPeer, SysData};
 use crate::connect::protocol::BwFigures;
 use crate::connect::test_qp::{TestQp, UD_QKEY};
+use crate::exit::DataMismatch;
 use crate::exit::UsageError;
+use crate::perf::atomic::{self, Targets};
 use crate::perf::bw::StreamEnd;
 use crate::perf::{Progress, Side};
 use crate::report::perf::{BwResult, BwUnit, PerfReport};
@@ -28,8 +31,8 @@ use anyhow::{Result, anyhow, bail};
 use std::net::TcpStream;
 use std::time::Duration;
 
-/// What this side speaks of perftest's wire: bw and lat with RC (or UC) WRITE and RC READ,
-/// one way; lat one size, counted in iterations.
+/// What this side speaks of perftest's wire: bw and lat with RC (or UC) WRITE, RC READ and RC
+/// atomics, one way; lat one size, counted in iterations.
 fn check_spoken(kind: Kind, p: &PerfSpec, spec: &TestSpec) -> Result<(), String> {
     if kind == Kind::Verify {
         return Err(format!(
@@ -37,19 +40,12 @@ fn check_spoken(kind: Kind, p: &PerfSpec, spec: &TestSpec) -> Result<(), String>
             kind.test_name(p.op)
         ));
     }
-    if p.op.is_atomic() {
-        return Err(format!(
-            "perftest's wire is not spoken for atomics yet (--op {}; ib_atomic_bw, \
-             ib_atomic_lat)",
-            p.op
-        ));
-    }
     if spec.link.transport == QpType::Ud
         || (p.op == Op::Send && (kind == Kind::Lat || spec.link.transport != QpType::Rc))
     {
         return Err(
-            "perftest's wire is spoken for RDMA WRITE (RC, UC), READ (RC) and bw SEND \
-                    (RC); ib_send_lat, UC SEND and UD are not built yet"
+            "perftest's wire is spoken for RDMA WRITE (RC, UC), READ and atomics (RC) and bw \
+             SEND (RC); ib_send_lat, UC SEND and UD are not built yet"
                 .into(),
         );
     }
@@ -163,6 +159,14 @@ fn set_up(
     let mut qps = (0..recipe.count())
         .map(|_| recipe.make(local))
         .collect::<Result<Vec<_>>>()?;
+    if side == Side::Responder && p.op.is_atomic() {
+        // Our targets start zeroed (or as the `test-hooks` build is told), before the peer
+        // can reach them.
+        let start = atomic::target_start();
+        for tq in &mut qps {
+            tq.mr.as_mut_slice()[atomic::RESULT].copy_from_slice(&start.to_ne_bytes());
+        }
+    }
     // The address the peer's operations go to: for WRITE latency the landing zone after the
     // source, else the buffer's start.
     let landing = if recipe.kind == Kind::Lat && recipe.p.op == Op::Write {
@@ -300,14 +304,10 @@ pub fn perftest_client(
         }
         return Ok(report);
     }
+    // perftest's atomic targets hold random bytes: read them before the run.
     let cx = RoundContext {
-        kind,
-        spec,
-        p: &p,
-        side: Side::Initiator,
-        timeout: opts.timeout,
-        peer: &peer,
-        end: StreamEnd::StopMark,
+        targets: Targets::AsFound,
+        ..RoundContext::new((kind, spec, &p), Side::Initiator, opts.timeout, &peer)
     };
     let max = max_size(&p) as u64;
     // ib_send_bw's server posts its receives, then shakes hands, for every size; in a sweep
@@ -389,13 +389,8 @@ pub fn perftest_serve(stream: TcpStream, opts: &SessionOptions, spec: &TestSpec)
         // ib_send_bw: our receives are posted (the QPs were made so); per size a handshake,
         // the run (the client's -n messages per QP, counted: it marks no last one), another.
         let cx = RoundContext {
-            kind,
-            spec,
-            p: &p,
-            side: Side::Responder,
-            timeout: opts.timeout,
-            peer: &peer,
             end: StreamEnd::Count(p.iterations.unwrap_or(0)),
+            ..RoundContext::new((kind, spec, &p), Side::Responder, opts.timeout, &peer)
         };
         for &size in &p.sizes {
             pt.hand_shake(&mine[0])?;
@@ -433,14 +428,19 @@ pub fn perftest_serve(stream: TcpStream, opts: &SessionOptions, spec: &TestSpec)
     );
     pt.set_timeout(RUN_LIMIT);
     if kind == Kind::Lat {
-        // ib_read_lat: its reads need nothing of this side; it ends with the close.
-        pt.close(&mine[0]).map_err(|e| early(e, p.op, "lat"))?;
+        // ib_read_lat, ib_atomic_lat: its operations need nothing of this side; it ends with
+        // the close. ib_atomic_lat makes exactly -n on one target.
+        pt.close(&mine[0]).map_err(|e| early(e, p.op, kind))?;
+        if p.op.is_atomic() {
+            let n = p.iterations.unwrap_or(0);
+            check_served(&qps, p.op, n, &format!("{n} (this side's -n)"), &peer)?;
+        }
         return Ok(Served::Perf(PerfServed {
             test: kind.test_name(p.op),
             rounds: 1,
         }));
     }
-    pt.hand_shake(&mine[0]).map_err(|e| early(e, p.op, "bw"))?;
+    pt.hand_shake(&mine[0]).map_err(|e| early(e, p.op, kind))?;
     pt.set_timeout(opts.timeout);
     phase::enter(RESULT_EXCHANGE, None);
     let theirs = pt.bw_reports(&BwReport {
@@ -451,17 +451,65 @@ pub fn perftest_serve(stream: TcpStream, opts: &SessionOptions, spec: &TestSpec)
         msg_rate: 0.0,
     })?;
     pt.close(&mine[0])?;
+    // ib_atomic_bw counted with -n makes exactly what it reports (over all its QPs); with -D
+    // it adds a warm-up and the ops past its window, which it does not count.
+    if p.op.is_atomic() && p.duration_ms.is_none() {
+        let n = theirs.iters;
+        let what = format!(
+            "{n} (its report; a client run with -D or --perform_warm_up adds more than it \
+             reports: give this server the same -D)"
+        );
+        check_served(&qps, p.op, n, &what, &peer)?;
+    }
     report.bw.push(from_perftest(&theirs));
     Ok(Served::Perftest(Box::new(report)))
 }
 
 /// A perftest client that ended while this server waited for its run: most likely another
 /// test than the server's.
-fn early(e: anyhow::Error, op: Op, kind: &str) -> anyhow::Error {
+fn early(e: anyhow::Error, op: Op, kind: Kind) -> anyhow::Error {
     e.context(format!(
         "the perftest client ended early: if it ran another test than this server's --op {op} \
-         (its ib_{op}_{kind}), start the server with that --op"
+         ({}), start the server with that --op",
+        perftest_tool(op, kind)
     ))
+}
+
+/// The perftest tool that runs `op`'s `kind` of test.
+fn perftest_tool(op: Op, kind: Kind) -> String {
+    let test = if kind == Kind::Lat { "lat" } else { "bw" };
+    let verb = if op.is_atomic() {
+        "atomic".to_string()
+    } else {
+        op.to_string()
+    };
+    format!("ib_{verb}_{test}")
+}
+
+/// After a perftest client's atomics on this server: its fetch-and-adds (1 each, stepped
+/// through each QP's buffer) sum to `adds` over every 8-byte word of our buffers; its
+/// compare-and-swaps (0 for 0) leave every word 0. `what` says where `adds` came from.
+fn check_served(
+    qps: &[TestQp],
+    op: Op,
+    adds: u64,
+    what: &str,
+    peer: &str,
+) -> Result<(), DataMismatch> {
+    let found = qps
+        .iter()
+        .map(|tq| atomic::sum_words(tq.mr.as_slice()))
+        .fold(0u64, u64::wrapping_add);
+    let expected = if op == Op::AtomicFadd { adds } else { 0 };
+    if found == expected {
+        return Ok(());
+    }
+    Err(DataMismatch(format!(
+        "after the perftest client {peer}'s {} run this side's buffers summed to {found}, \
+         expected {}: the operations did not land as sent",
+        op.verbs_name(),
+        if op == Op::AtomicFadd { what } else { "0" }
+    )))
 }
 
 /// What perftest's server prints for us: the last size's figures in MB/s.

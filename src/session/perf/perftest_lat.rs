@@ -1,12 +1,13 @@
-//! perftest's latency tests (ib_write_lat, ib_read_lat) on QPs set up by `perftest.rs`: the
-//! same engines as rdmadiag's, with perftest's marks and layout for WRITE.
+//! perftest's latency tests (ib_write_lat, ib_read_lat, ib_atomic_lat) on QPs set up by
+//! `perftest.rs`: the same engines as rdmadiag's, with perftest's marks and layout for WRITE,
+//! and for atomics a target read before and after the run (perftest's holds random bytes).
 
 use super::max_size;
 use crate::connect::control::{Op, PerfSpec};
 use crate::connect::endpoint::Endpoint;
 use crate::connect::test_qp::TestQp;
-use crate::perf::Side;
 use crate::perf::lat::{self, LatParams, Marks};
+use crate::perf::{Side, atomic};
 use crate::report::perf::LatResult;
 use crate::session::STOP;
 use anyhow::{Result, anyhow};
@@ -29,7 +30,7 @@ pub(super) fn lat_round(
         .ok_or_else(|| anyhow!("perftest's key carried no buffer"))?;
     let max = max_size(p);
     let size = p.sizes[0] as usize;
-    let lp = LatParams {
+    let mut lp = LatParams {
         op: p.op,
         size,
         iterations: p.iterations,
@@ -39,6 +40,7 @@ pub(super) fn lat_round(
         slots: 1,
         drop_for_test: None,
         marks: Marks::Perftest,
+        atomic_base: 0,
         timeout,
         peer: peer.to_string(),
     };
@@ -55,12 +57,20 @@ pub(super) fn lat_round(
             (lat::run_write(tq, first, mem, max, &lp, &STOP), 2.0)
         }
         Op::Read if side == Side::Initiator => (lat::run_serial(tq, mem, &lp, &STOP), 1.0),
+        Op::AtomicFadd | Op::AtomicCswap if side == Side::Initiator => {
+            lp.atomic_base = atomic::read_back(tq, mem, timeout, peer, &STOP)?;
+            let o = lat::run_serial(tq, mem, &lp, &STOP)?;
+            let found = atomic::read_back(tq, mem, timeout, peer, &STOP)?;
+            let expected = atomic::expected_final(p.op, true, lp.atomic_base, o.iterations);
+            atomic::check_final(p.op, "the target of QP 0", expected, found, peer)?;
+            (Ok(o), 1.0)
+        }
         _ => return Ok(None),
     };
     let o = o.map_err(|e| {
         e.context(
             "perftest's latency tests count on the same -s and -n on both sides (and the \
-             same --op: ib_write_lat or ib_read_lat)",
+             same --op: ib_write_lat, ib_read_lat or ib_atomic_lat)",
         )
     })?;
     Ok(Some(LatResult {

@@ -6,9 +6,10 @@ use super::{Kind, RX_DEPTH, gbps, max_size};
 use crate::connect::control::{Batch, Op, PerfSpec, TestSpec};
 use crate::connect::endpoint::{Endpoint, RemoteMemory};
 use crate::connect::test_qp::TestQp;
+use crate::perf::atomic::{self, Targets};
 use crate::perf::bw::{self, BwOutcome, BwParams, StreamEnd};
 use crate::perf::lat::{self, LatParams};
-use crate::perf::{Progress, Side, atomic, verify};
+use crate::perf::{Progress, Side, verify};
 use crate::pingpong;
 use crate::report::perf::{BwResult, LatResult};
 use crate::session::STOP;
@@ -57,6 +58,29 @@ pub(super) struct RoundContext<'a> {
     pub peer: &'a str,
     /// How a SEND receiver knows the sender is done.
     pub end: StreamEnd,
+    /// Atomics: what the initiator knows of the peer's targets before a round.
+    pub targets: Targets,
+}
+
+impl<'a> RoundContext<'a> {
+    /// rdmadiag's rounds: SEND streams end with a stop mark, atomic targets start zeroed.
+    pub fn new(
+        (kind, spec, p): (Kind, &'a TestSpec, &'a PerfSpec),
+        side: Side,
+        timeout: Duration,
+        peer: &'a str,
+    ) -> Self {
+        RoundContext {
+            kind,
+            spec,
+            p,
+            side,
+            timeout,
+            peer,
+            end: StreamEnd::StopMark,
+            targets: Targets::Zeroed,
+        }
+    }
 }
 
 /// This side's part of one round.
@@ -88,6 +112,7 @@ pub(super) fn run_round(
         slots,
         drop_for_test: drop,
         marks: lat::Marks::Rdmadiag,
+        atomic_base: 0,
         timeout,
         peer: peer.to_string(),
     };
@@ -124,9 +149,15 @@ pub(super) fn run_round(
                 timeout,
                 peer: peer.to_string(),
             };
+            let atomics = p.op.is_atomic() && initiator;
+            let bases = if atomics {
+                targets_before(qps, &mems, cx)?
+            } else {
+                Vec::new()
+            };
             let o = bw::run(qps, remotes, &bp, progress, &STOP)?;
-            if p.op.is_atomic() && initiator {
-                check_targets(qps, &mems, p.op, false, o.messages, cx)?;
+            if atomics {
+                check_targets(qps, &mems, (p.op, false), (&bases, o.messages), cx)?;
             }
             Ok(Some(RoundOutcome::Bw(bw_result(size, cq_mod, &o))))
         }
@@ -149,7 +180,7 @@ pub(super) fn run_round(
                     let mem = mems[0].ok_or_else(|| anyhow!("the peer exposed no buffer"))?;
                     let o = lat::run_serial(tq, mem, &lp, &STOP)?;
                     if p.op.is_atomic() {
-                        check_targets(qps, &mems, p.op, true, o.iterations, cx)?;
+                        check_targets(qps, &mems, (p.op, true), (&[0], o.iterations), cx)?;
                     }
                     (o.latency, o.iterations, 1.0)
                 }
@@ -213,31 +244,57 @@ pub(super) fn run_round(
     }
 }
 
+/// Before an atomic round, off the clock: what each QP's target holds (crate::perf::atomic):
+/// 0 for rdmadiag's responder, which zeroed them; read from perftest's.
+fn targets_before(
+    qps: &[TestQp],
+    mems: &[Option<RemoteMemory>],
+    cx: &RoundContext,
+) -> Result<Vec<u64>> {
+    match cx.targets {
+        Targets::Zeroed => Ok(vec![0; qps.len()]),
+        Targets::AsFound => read_targets(qps, mems, cx),
+    }
+}
+
+/// Read each of `qps`' targets on the peer.
+fn read_targets(
+    qps: &[TestQp],
+    mems: &[Option<RemoteMemory>],
+    cx: &RoundContext,
+) -> Result<Vec<u64>> {
+    qps.iter()
+        .zip(mems)
+        .map(|(tq, mem)| {
+            let mem = mem.ok_or_else(|| anyhow!("the peer exposed no buffer for atomics"))?;
+            atomic::read_back(tq, mem, cx.timeout, cx.peer, &STOP)
+        })
+        .collect()
+}
+
 /// After an atomic round, off the clock: read back the targets (`serial`: the latency run's
-/// one QP; else every QP's) and check they hold what the `completed` operations left
-/// (crate::perf::atomic).
+/// one QP; else every QP's) and check they hold what the `completed` operations left on what
+/// they held before (`bases`; crate::perf::atomic).
 fn check_targets(
     qps: &[TestQp],
     mems: &[Option<RemoteMemory>],
-    op: Op,
-    serial: bool,
-    completed: u64,
+    (op, serial): (Op, bool),
+    (bases, completed): (&[u64], u64),
     cx: &RoundContext,
 ) -> Result<()> {
     let targets = if serial { &qps[..1] } else { qps };
-    let mut found = Vec::with_capacity(targets.len());
-    for (tq, mem) in targets.iter().zip(mems) {
-        let mem = mem.ok_or_else(|| anyhow!("the peer exposed no buffer for atomics"))?;
-        found.push(atomic::read_back(tq, mem, cx.timeout, cx.peer, &STOP)?);
-    }
-    let expected = atomic::expected_final(op, serial, completed);
+    let found = read_targets(targets, mems, cx)?;
+    let base = bases.iter().fold(0u64, |a, &v| a.wrapping_add(v));
     if op == Op::AtomicFadd && found.len() > 1 {
         // The adds of each QP are not counted apart: their targets' sum is checked.
+        let expected = atomic::expected_final(op, serial, base, completed);
         let sum = found.iter().fold(0u64, |a, &v| a.wrapping_add(v));
         let which = format!("the targets of {} QPs, summed", found.len());
         return Ok(atomic::check_final(op, &which, expected, sum, cx.peer)?);
     }
     for (i, &v) in found.iter().enumerate() {
+        let before = bases.get(i).copied().unwrap_or(0);
+        let expected = atomic::expected_final(op, serial, before, completed);
         atomic::check_final(op, &format!("the target of QP {i}"), expected, v, cx.peer)?;
     }
     Ok(())

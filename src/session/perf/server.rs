@@ -11,7 +11,6 @@ use crate::connect::control::{
 use crate::connect::endpoint::Endpoint;
 use crate::connect::establish::{self, Connected};
 use crate::exit::DataMismatch;
-use crate::perf::bw::StreamEnd;
 use crate::perf::{Progress, Side, verify};
 use crate::session::phase::{self, QP_SETUP, RESULT_EXCHANGE, TRANSFER};
 use crate::session::{SessionOptions, status};
@@ -51,15 +50,7 @@ pub fn serve(
     let mut conn = establish::server(ch, &plan, client_eps)?;
     let Connected { qps, remotes, .. } = &mut conn;
     let progress = Progress::default();
-    let cx = RoundContext {
-        kind,
-        spec,
-        p: &p,
-        side: Side::Responder,
-        timeout: opts.timeout,
-        peer: &peer,
-        end: StreamEnd::StopMark,
-    };
+    let cx = RoundContext::new((kind, spec, &p), Side::Responder, opts.timeout, &peer);
     let mut rounds = 0;
     // A failed verification ends this side non-zero too, after the protocol is finished.
     let mut failed: Option<String> = None;
