@@ -73,9 +73,11 @@ const BW: Items = &[
 const LAT: Items = &[
     (
         "--compat perftest",
-        "the client speaks perftest's exchange to an unmodified ib_write_lat, ib_read_lat or \
-         ib_atomic_lat server (RC or UC WRITE, RC READ, RC atomics), in the order of those tests (one more handshake \
-         before the per-QP keys; ib_write_lat has no close). WRITE is perftest's ping-pong: \
+        "the client speaks perftest's exchange to an unmodified ib_write_lat, ib_read_lat, \
+         ib_atomic_lat or ib_send_lat server (RC or UC WRITE, RC READ, atomics and SEND), in \
+         the order of those tests (one more handshake before the per-QP keys but for \
+         ib_send_lat; ib_write_lat has no close). SEND is a ping-pong of -s byte messages, the \
+         client first, -n each way with no last-message mark. WRITE is perftest's ping-pong: \
          each side writes -s bytes into the other's landing zone and waits for the last byte to \
          become the iteration number's low byte, the server first. Both sides must be given \
          the same -s and -n: perftest's peers then wait forever, this side for --timeout, \
@@ -86,9 +88,10 @@ const LAT: Items = &[
     (
         "Serving perftest clients",
         "a one-shot lat server (no HOST, no --persist) also serves one ib_write_lat, \
-         ib_read_lat or ib_atomic_lat client, told apart from rdmadiag's by its first bytes (its version as \
-         text), with this server's own --op, -s and -n. Against ib_write_lat it prints its own \
-         samples (the time between its writes, half of it as perftest's server does); against \
+         ib_read_lat, ib_atomic_lat or ib_send_lat client, told apart from rdmadiag's by its \
+         first bytes (its version as text), with this server's own --op, -s and -n. Against \
+         ib_write_lat and ib_send_lat it prints its own samples (the time between its \
+         messages, half of it as perftest's server does); against \
          ib_read_lat and ib_atomic_lat nothing (the operations need nothing of it), as \
          perftest's server; after ib_atomic_lat's -n operations its target must hold -n \
          (fetch-and-add) or 0 (compare-and-swap 0 for 0), exit 4 otherwise.",
@@ -96,7 +99,7 @@ const LAT: Items = &[
     (
         "Versions",
         "run against perftest 6.06 (Debian 12's) in the lab, both roles; see rdmadiag-bw(1) for \
-         the others. Not yet: ib_send_lat.",
+         the others. Not yet: UC and UD SEND (ib_send_lat -c UC|UD).",
     ),
 ];
 

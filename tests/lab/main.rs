@@ -17,6 +17,7 @@ mod link;
 mod perf;
 mod perftest;
 mod perftest_atomics;
+mod perftest_send;
 mod pingpong;
 mod schema;
 mod settings;

@@ -196,10 +196,10 @@ fn a_perftest_client_unlike_the_servers_flags_is_named() {
         (&["bw"][..], "ib_read_bw", &["-n", "20"][..], "--op write"),
         (&["bw"], "ib_write_bw", &["-q", "2", "-n", "20"], "-q 1"),
         (
-            &["lat", "--op", "send"],
+            &["lat", "--op", "send", "-c", "UC"],
             "ib_send_lat",
             &["-n", "20"],
-            "SEND",
+            "UC SEND",
         ),
     ] {
         let mut ours = server.to_vec();
@@ -287,7 +287,7 @@ fn perftest_lat_line(out: &str, size: u64) -> Option<(u64, f64)> {
 }
 
 /// Our median beside perftest's t_typical for the same ping-pong: both time it, from each end.
-fn lat_agrees(v: &Value, out: &str, size: u64, iters: u64) {
+pub(crate) fn lat_agrees(v: &Value, out: &str, size: u64, iters: u64) {
     assert_eq!(v["compat"], "perftest 6.06", "{v}");
     let l = &v["lat"][0];
     assert_eq!(l["size"], size, "{v}");

@@ -40,12 +40,11 @@ fn check_spoken(kind: Kind, p: &PerfSpec, spec: &TestSpec) -> Result<(), String>
             kind.test_name(p.op)
         ));
     }
-    if spec.link.transport == QpType::Ud
-        || (p.op == Op::Send && (kind == Kind::Lat || spec.link.transport != QpType::Rc))
+    if spec.link.transport == QpType::Ud || (p.op == Op::Send && spec.link.transport != QpType::Rc)
     {
         return Err(
-            "perftest's wire is spoken for RDMA WRITE (RC, UC), READ and atomics (RC) and bw \
-             SEND (RC); ib_send_lat, UC SEND and UD are not built yet"
+            "perftest's wire is spoken for RDMA WRITE (RC, UC), READ, atomics and SEND (RC); \
+             UC SEND and UD are not built yet"
                 .into(),
         );
     }
@@ -175,8 +174,9 @@ fn set_up(
         0
     };
     let mine: Vec<PerftestKey> = qps.iter().map(|tq| key_of(tq, landing)).collect();
-    // perftest's latency tests shake hands once more before the per-QP round.
-    if recipe.kind == Kind::Lat {
+    // perftest's latency tests but ib_send_lat shake hands once more before the per-QP round.
+    let send = recipe.p.op == Op::Send;
+    if recipe.kind == Kind::Lat && !send {
         pt.hand_shake(&mine[0])?;
     }
     let theirs = mine
@@ -196,15 +196,15 @@ fn set_up(
         tq.connect(&remote, Some(mtu.bytes()), spec.link.qos())?;
         remotes.push(remote);
     }
-    // ib_send_bw shakes hands once before its second per-QP round, the others once after.
-    let send_bw = recipe.kind == Kind::Bw && recipe.p.op == Op::Send;
-    if send_bw {
+    // ib_send_bw and ib_send_lat shake hands once before their second per-QP round, the
+    // others once after.
+    if send {
         again(pt, &mine[0], &theirs[0], qps.len())?;
     }
     for (k, first) in mine.iter().zip(&theirs) {
         again(pt, k, first, qps.len())?;
     }
-    if !send_bw {
+    if !send {
         again(pt, &mine[0], &theirs[0], qps.len())?;
     }
     status(
@@ -291,14 +291,25 @@ pub fn perftest_client(
     phase::enter(TRANSFER, None);
     if kind == Kind::Lat {
         observer.round_started(p.sizes[0]);
+        // ib_send_lat's server posts its receives, then shakes hands.
+        if p.op == Op::Send {
+            pt.hand_shake(&mine[0])?;
+        }
         let (outcome, cpu) = crate::cpu::measure(|| {
-            lat_round(&mut qps, &remotes, &p, Side::Initiator, opts.timeout, &peer)
+            lat_round(
+                &mut qps,
+                &remotes,
+                (spec, &p),
+                Side::Initiator,
+                opts.timeout,
+                &peer,
+            )
         });
         let mut l = outcome?.ok_or_else(|| anyhow!("a latency run produced no samples"))?;
         l.cpu_s = cpu;
         report.lat.push(l);
-        // ib_read_lat's server waits in the close; ib_write_lat has none.
-        if p.op == Op::Read {
+        // The others' servers wait in the close; ib_write_lat's has none.
+        if p.op != Op::Write {
             phase::enter(RESULT_EXCHANGE, None);
             pt.close(&mine[0])?;
         }
@@ -379,10 +390,26 @@ pub fn perftest_serve(stream: TcpStream, opts: &SessionOptions, spec: &TestSpec)
     } = meet(stream, opts, spec, &p, kind, Side::Responder)?;
     let version = pt.theirs;
     phase::enter(TRANSFER, None);
-    if kind == Kind::Lat && p.op == Op::Write {
-        let l = lat_round(&mut qps, &remotes, &p, Side::Responder, opts.timeout, &peer)?
-            .ok_or_else(|| anyhow!("a latency run produced no samples"))?;
+    if kind == Kind::Lat && matches!(p.op, Op::Write | Op::Send) {
+        // ib_send_lat: our receives are posted (the QPs were made so): a handshake, the
+        // ping-pong, the close. ib_write_lat: the ping-pong, no close.
+        if p.op == Op::Send {
+            pt.hand_shake(&mine[0])?;
+        }
+        let l = lat_round(
+            &mut qps,
+            &remotes,
+            (spec, &p),
+            Side::Responder,
+            opts.timeout,
+            &peer,
+        )?
+        .ok_or_else(|| anyhow!("a latency run produced no samples"))?;
         report.lat.push(l);
+        if p.op == Op::Send {
+            phase::enter(RESULT_EXCHANGE, None);
+            pt.close(&mine[0])?;
+        }
         return Ok(Served::Perftest(Box::new(report)));
     }
     if p.op == Op::Send {

@@ -1,13 +1,16 @@
-//! perftest's latency tests (ib_write_lat, ib_read_lat, ib_atomic_lat) on QPs set up by
-//! `perftest.rs`: the same engines as rdmadiag's, with perftest's marks and layout for WRITE,
-//! and for atomics a target read before and after the run (perftest's holds random bytes).
+//! perftest's latency tests (ib_write_lat, ib_read_lat, ib_atomic_lat, ib_send_lat) on QPs set
+//! up by `perftest.rs`: the same engines as rdmadiag's, with perftest's marks and layout for
+//! WRITE, for atomics a target read before and after the run (perftest's holds random bytes),
+//! and for SEND the ping-pong with no last-message mark (both sides count -n).
 
 use super::max_size;
-use crate::connect::control::{Op, PerfSpec};
+use super::qps::pp_params;
+use crate::connect::control::{Op, PerfSpec, TestSpec};
 use crate::connect::endpoint::Endpoint;
 use crate::connect::test_qp::TestQp;
 use crate::perf::lat::{self, LatParams, Marks};
-use crate::perf::{Side, atomic};
+use crate::perf::{Progress, Side, atomic};
+use crate::pingpong::{self, PingpongParams};
 use crate::report::perf::LatResult;
 use crate::session::STOP;
 use anyhow::{Result, anyhow};
@@ -19,7 +22,7 @@ use std::time::Duration;
 pub(super) fn lat_round(
     qps: &mut [TestQp],
     remotes: &[Endpoint],
-    p: &PerfSpec,
+    (spec, p): (&TestSpec, &PerfSpec),
     side: Side,
     timeout: Duration,
     peer: &str,
@@ -56,6 +59,21 @@ pub(super) fn lat_round(
             };
             (lat::run_write(tq, first, mem, max, &lp, &STOP), 2.0)
         }
+        Op::Send => {
+            let pp = PingpongParams {
+                mark_last: false,
+                ..pp_params(spec, size, max, p.iterations, peer, timeout)
+            };
+            let remote = (remotes[0].qpn, remotes[0].qkey);
+            let o = pingpong::run(tq, side, remote, &pp, &Progress::default(), &STOP).map(|o| {
+                lat::LatOutcome {
+                    latency: o.latency,
+                    iterations: o.round_trips,
+                    elapsed: o.elapsed,
+                }
+            });
+            (o, 2.0)
+        }
         Op::Read if side == Side::Initiator => (lat::run_serial(tq, mem, &lp, &STOP), 1.0),
         Op::AtomicFadd | Op::AtomicCswap if side == Side::Initiator => {
             lp.atomic_base = atomic::read_back(tq, mem, timeout, peer, &STOP)?;
@@ -70,7 +88,7 @@ pub(super) fn lat_round(
     let o = o.map_err(|e| {
         e.context(
             "perftest's latency tests count on the same -s and -n on both sides (and the \
-             same --op: ib_write_lat, ib_read_lat or ib_atomic_lat)",
+             same --op: ib_write_lat, ib_read_lat, ib_atomic_lat or ib_send_lat)",
         )
     })?;
     Ok(Some(LatResult {
