@@ -5,6 +5,7 @@
 mod api;
 pub mod check;
 pub mod cli;
+pub mod clock;
 pub mod commands;
 pub mod connect;
 pub mod counters;

@@ -1,5 +1,6 @@
 //! The ping-pong engine: SEND/RECV round trips over a connected test QP. It never prints.
 
+use crate::clock::{Clock, Deadline, Stamp};
 use crate::connect::control::QpType;
 use crate::connect::test_qp::{GRH_BYTES, TestQp};
 use crate::perf::{Progress, Side};
@@ -107,6 +108,7 @@ impl<'a> Poller<'a> {
     /// only once the CQ has stayed empty for a while: not at all on the fast path.
     fn next(&mut self, timeout: Duration, stop: &AtomicBool) -> Result<Option<Completion>> {
         let mut spins = 0u32;
+        let mut bound = Deadline::new(timeout);
         let mut deadline = None;
         let mut deadline = move || *deadline.get_or_insert_with(|| Instant::now() + timeout);
         loop {
@@ -135,14 +137,13 @@ impl<'a> Poller<'a> {
                 }
             } else {
                 // No PAUSE hint: it delays noticing the completion (and under QEMU's TCG it
-                // leaves the translated block on every spin); check the clock now and then.
+                // leaves the translated block on every spin); the clock is read rarely.
+                if bound.expired() {
+                    return Ok(None);
+                }
                 spins = spins.wrapping_add(1);
                 if !spins.is_multiple_of(512) {
                     continue;
-                }
-                let deadline = deadline();
-                if Instant::now() >= deadline {
-                    return Ok(None);
                 }
             }
             if stop.load(Ordering::Relaxed) {
@@ -227,14 +228,18 @@ pub fn run(
     let mut latency = LatencyRecorder::new();
     // Sends posted, and sends known complete (through the signaled ones).
     let (mut sent, mut acked) = (0u64, 0u64);
-    let mut start = None;
-    let mut last_reply: Option<Instant> = None;
+    let clock = Clock::get();
+    let mut start: Option<Stamp> = None;
+    let mut last_reply: Option<Stamp> = None;
     let mut rounds = 0u64;
     let n = match (side, p.duration) {
         (_, None) => p.iterations,
         (_, Some(_)) => u64::MAX,
     };
-    let run_until = p.duration.map(|d| Instant::now() + d);
+    // One clock read per sample, as perftest's: the initiator's round trip runs from the end
+    // of the previous one (this send's post, give or take the loop) to the reply's arrival.
+    let mut t = clock.now();
+    let run_until = p.duration.map(|d| clock.after(t, d));
     let of_n = if p.duration.is_some() {
         String::new()
     } else {
@@ -252,14 +257,11 @@ pub fn run(
     let strict = p.signal_every <= 1;
     // A message that arrived while the responder waited for its own send's completion.
     let mut early: Option<Completion> = None;
-    // Clock reads per round trip: two on the initiator (around it), one on the responder.
-    let mut t0 = Instant::now();
     for i in 0..n {
         let mut last = i + 1 == n;
         if side == Side::Initiator {
-            t0 = Instant::now();
-            start.get_or_insert(t0);
-            last |= run_until.is_some_and(|u| t0 >= u);
+            start.get_or_insert(t);
+            last |= run_until.is_some_and(|u| t >= u);
             if sent - acked >= SEND_WINDOW {
                 bail!("the send queue to {} stopped draining", p.peer);
             }
@@ -295,7 +297,11 @@ pub fn run(
         }
         let got = got.expect("the loop ends with a message");
         match side {
-            Side::Initiator => latency.record(t0.elapsed()),
+            Side::Initiator => {
+                let end = clock.now();
+                latency.record(clock.between(t, end));
+                t = end;
+            }
             Side::Responder => {
                 last |= got.imm_data == Some(LAST_IMM);
                 if sent - acked >= SEND_WINDOW {
@@ -316,9 +322,9 @@ pub fn run(
                     }
                 }
                 // The reply is on its way: the timestamp (reply to reply) costs the peer nothing.
-                let now = Instant::now();
+                let now = clock.now();
                 if let Some(sent) = last_reply {
-                    latency.record(now - sent);
+                    latency.record(clock.between(sent, now));
                 }
                 start.get_or_insert(now);
                 last_reply = Some(now);
@@ -350,7 +356,7 @@ pub fn run(
     progress.set(rounds, rounds * p.size as u64);
     Ok(PingpongOutcome {
         latency,
-        elapsed: start.map_or(Duration::ZERO, |s| s.elapsed()),
+        elapsed: start.map_or(Duration::ZERO, |s| clock.between(s, clock.now())),
         round_trips: rounds,
     })
 }

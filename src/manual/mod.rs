@@ -191,6 +191,13 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
          terminal; on a pipe they are plain columns.",
     ),
     (
+        "RDMADIAG_CLOCK",
+        "lat, write, read and pingpong: monotonic takes every latency sample from \
+         CLOCK_MONOTONIC instead of the CPU's counter (the TSC where the kernel lists it as \
+         constant_tsc and nonstop_tsc, aarch64's virtual counter), to compare the two; the \
+         clock used is in the settings line and JSON's clock.",
+    ),
+    (
         "RDMADIAG_COORDINATOR",
         "fabric: rank 0's HOST[:PORT], as --coordinator (which wins). Read under a launcher \
          that gives no host list (Open MPI, PMIx, Hydra).",

@@ -4,6 +4,7 @@
 //! (crate::perf::atomic). SEND latency is the ping-pong engine (crate::pingpong).
 
 use super::{Op, Side, atomic};
+use crate::clock::{Clock, Deadline, Stamp};
 use crate::connect::endpoint::RemoteMemory;
 use crate::connect::test_qp::TestQp;
 use crate::stats::LatencyRecorder;
@@ -103,11 +104,10 @@ impl Writes {
 
     /// Reap until fewer than `window` writes are in flight (1: all of them done).
     fn wait_room(&mut self, tq: &TestQp, p: &LatParams, window: u64) -> Result<()> {
-        let mut deadline = None;
+        let mut deadline = Deadline::new(p.timeout);
         while self.sent - self.acked >= window {
             self.reap(tq, &p.peer)?;
-            let now = Instant::now();
-            if self.sent - self.acked >= window && now > *deadline.get_or_insert(now + p.timeout) {
+            if self.sent - self.acked >= window && deadline.expired() {
                 bail!(
                     "our RDMA WRITE to {} did not complete within {}",
                     p.peer,
@@ -162,11 +162,11 @@ pub fn run_write(
     }
     let mark = |i: u64| if perftest { (i + 1) as u8 } else { mark(i) };
     let stop_mark = (!perftest).then_some(STOP_MARK);
-    let mut last_post: Option<Instant> = None;
+    let clock = Clock::get();
+    let mut last_post: Option<Stamp> = None;
     let inline = size <= p.inline_max.min(tq.qp.caps().max_inline_data as usize);
     let landing = max_size + size - 1;
     let total = p.iterations.unwrap_or(u64::MAX);
-    let run_until = p.duration.map(|d| Instant::now() + d);
     let mut latency = LatencyRecorder::new();
     let mut writes = Writes {
         sent: 0,
@@ -176,22 +176,27 @@ pub fn run_write(
     // perftest's way: our write's completion is part of every sample (and every reply).
     let strict = writes.signal_every == 1;
     let start = Instant::now();
+    // One clock read per sample, as perftest's: the initiator's sample runs from its previous
+    // round trip's end (the moment this write is posted, give or take the loop) to this one's.
+    let mut t = clock.now();
+    let run_until = p.duration.map(|d| clock.after(t, d));
     let mut i = 0u64;
     // Wait until the landing zone's last byte is one `accept` takes; reap our writes meanwhile.
     let wait_for = |tq: &TestQp, accept: &dyn Fn(u8) -> bool, writes: &mut Writes, i: u64| {
         // The clock is read only once the wait has lasted: not at all on the fast path.
-        let mut deadline = None;
+        let mut deadline = Deadline::new(p.timeout);
         let mut spins = 0u32;
         loop {
             let seen = tq.mr.read_volatile(landing).unwrap_or(0);
             if accept(seen) {
                 return Ok(seen);
             }
+            // A byte read costs next to nothing: reap, look at the stop flag and count one
+            // deadline spin only every 256.
             spins = spins.wrapping_add(1);
             if spins.is_multiple_of(256) {
                 writes.reap(tq, &p.peer)?;
-                let now = Instant::now();
-                if now > *deadline.get_or_insert(now + p.timeout) {
+                if deadline.expired() {
                     bail!(
                         "timed out after {} waiting for the peer's RDMA WRITE of iteration {} \
                          from {} (is the peer still running? the landing zone's last byte \
@@ -208,8 +213,7 @@ pub fn run_write(
         }
     };
     loop {
-        let t0 = Instant::now();
-        let last = i + 1 >= total || run_until.is_some_and(|u| t0 >= u);
+        let last = i + 1 >= total || run_until.is_some_and(|u| t >= u);
         let v = match stop_mark {
             Some(stop) if last => stop,
             _ => mark(i),
@@ -225,9 +229,9 @@ pub fn run_write(
             let last = stopped || i + 1 >= total;
             if perftest {
                 // perftest's server times the gap between its writes: one round trip each.
-                let now = Instant::now();
+                let now = clock.now();
                 if let Some(before) = last_post.replace(now) {
-                    latency.record(now - before);
+                    latency.record(clock.between(before, now));
                 }
             }
             writes.post(tq, (remote, remote_landing), size, inline, last)?;
@@ -246,8 +250,10 @@ pub fn run_write(
             writes.wait_room(tq, p, 1)?;
         }
         wait_for(tq, &|b| b == v, &mut writes, i)?;
-        latency.record(t0.elapsed());
-        // Off the clock: keep the send queue from filling.
+        let end = clock.now();
+        latency.record(clock.between(t, end));
+        t = end;
+        // Keep the send queue from filling (a no-op but every WRITE_WINDOW writes unsignaled).
         writes.wait_room(tq, p, WRITE_WINDOW)?;
         i += 1;
         if last {
@@ -300,12 +306,16 @@ pub fn run_serial(
         ),
     };
     let total = p.iterations.unwrap_or(u64::MAX);
-    let run_until = p.duration.map(|d| Instant::now() + d);
+    let clock = Clock::get();
     let mut latency = LatencyRecorder::new();
     let mut wcs = [Completion::default(); 4];
     let start = Instant::now();
+    // One clock read per sample, as perftest's: a sample runs from the previous completion
+    // (the moment this operation is posted, give or take the loop) to this one's.
+    let mut t = clock.now();
+    let run_until = p.duration.map(|d| clock.after(t, d));
     let mut i = 0u64;
-    while i < total && run_until.is_none_or(|u| Instant::now() < u) {
+    while i < total && run_until.is_none_or(|u| t < u) {
         if p.drop_for_test == Some(i) {
             i += 1;
             continue;
@@ -325,7 +335,6 @@ pub fn run_serial(
             }
             other => other,
         };
-        let t0 = Instant::now();
         tq.qp.post_send(&SendRequest {
             wr_id: i,
             op,
@@ -335,19 +344,14 @@ pub fn run_serial(
             inline: false,
             ud: None,
         })?;
-        let deadline = t0 + p.timeout;
+        let mut deadline = Deadline::new(p.timeout);
         let mut spins = 0u32;
         let c = loop {
             let n = tq.cq.poll(&mut wcs)?;
             if n > 0 {
                 break wcs[0];
             }
-            // Check the clock now and then, not on every empty poll.
-            spins = spins.wrapping_add(1);
-            if !spins.is_multiple_of(256) {
-                continue;
-            }
-            if Instant::now() > deadline {
+            if deadline.expired() {
                 return Err(anyhow!(
                     "timed out after {} waiting for {name} {} with {} (is the peer still \
                      running and reachable?)",
@@ -356,10 +360,12 @@ pub fn run_serial(
                     p.peer
                 ));
             }
-            if stop.load(Ordering::Relaxed) {
+            spins = spins.wrapping_add(1);
+            if spins.is_multiple_of(256) && stop.load(Ordering::Relaxed) {
                 return Err(crate::exit::Interrupted.into());
             }
         };
+        let end = clock.now();
         if !c.status.is_success() {
             bail!(
                 "{name} {} with {} completed with {}: {}",
@@ -369,7 +375,8 @@ pub fn run_serial(
                 c.status.likely_cause()
             );
         }
-        latency.record(t0.elapsed());
+        latency.record(clock.between(t, end));
+        t = end;
         if p.op.is_atomic() {
             let found = atomic::returned(tq.mr.as_slice());
             atomic::check_returned(p.op, (p.atomic_base, i), found, &p.peer)?;

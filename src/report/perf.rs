@@ -1,6 +1,7 @@
 //! The results of bw, lat, write and read runs, and how they read.
 
 use super::{Style, endpoint_text, finish};
+use crate::clock::ClockSource;
 pub use crate::connect::control::{BwFigures, Mismatch};
 use crate::connect::control::{QpType, TestName};
 use crate::connect::endpoint::Endpoint;
@@ -199,6 +200,10 @@ pub struct PerfReport {
     /// For latency: what one sample is ("half round trip" or "round trip").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_measure: Option<String>,
+    /// For latency: where the samples' clock readings came from (`tsc`, `cntvct` or
+    /// `monotonic`), one per sample.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<ClockSource>,
     pub path_mtu: u32,
     pub local: Endpoint,
     pub remote: Endpoint,
@@ -476,8 +481,11 @@ pub fn lat_text(r: &PerfReport, histogram: bool, style: Style) -> String {
     }
     let mut out = perf_header(r);
     out.push_str(&format!(
-        "  latency in us, each sample a {}\n",
-        r.latency_measure.as_deref().unwrap_or("round trip")
+        "  latency in us, each sample a {}{}\n",
+        r.latency_measure.as_deref().unwrap_or("round trip"),
+        r.clock
+            .map(|c| format!(" (clock: {c}, one read per sample)"))
+            .unwrap_or_default()
     ));
     out.push_str(&finish(&t));
     out.push_str(&vs_tcp_text(r, style));

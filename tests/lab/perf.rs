@@ -265,6 +265,10 @@ fn measure(op: &str) -> &'static str {
 fn check_lat(v: &Value, op: &str, sizes: &[u64], iters: Option<u64>) {
     check_header(v, "lat", op, "RC");
     assert_eq!(v["latency_measure"], measure(op), "{v}");
+    assert!(
+        matches!(v["clock"].as_str(), Some("tsc" | "cntvct" | "monotonic")),
+        "the samples' clock is named: {v}"
+    );
     let lat = v["lat"].as_array().expect("lat[]");
     let got: Vec<u64> = lat.iter().map(|r| r["size"].as_u64().unwrap()).collect();
     assert_eq!(got, sizes, "one result per size, in order");
@@ -469,6 +473,16 @@ fn lat_client_and_server_every_op() {
         let v = client_server(&["lat", "--op", op, "-n", "200", "--json"], port);
         check_lat(&v, op, &[2], Some(200));
     }
+    // The counter can be set aside for the monotonic clock; the report says which was read.
+    let o = run_env(
+        &["lat", "--loopback", "-n", "200", "--json"],
+        &[("RDMADIAG_CLOCK", "monotonic")],
+    );
+    let v = json_of(&o, "lat with RDMADIAG_CLOCK=monotonic");
+    check_lat(&v, "send", &[2], Some(200));
+    assert_eq!(v["clock"], "monotonic", "{v}");
+    let v = loopback(&["lat", "-n", "200"]);
+    eprintln!("the lab's latency clock: {}", v["clock"]);
 }
 
 #[test]

@@ -171,6 +171,8 @@ pub(super) fn empty_report(
             (Kind::Lat, _) => Some("half round trip".into()),
             _ => None,
         },
+        clock: matches!(kind, Kind::Lat | Kind::Verify)
+            .then(|| crate::clock::Clock::get().source()),
         path_mtu: qps[0].path_mtu.map_or(0, |m| m.bytes()),
         local: qps[0].endpoint(),
         remote: remote.clone(),

@@ -168,6 +168,11 @@ impl QpRecipe for PerfQps<'_> {
                 .into());
             }
         }
+        // Latency samples read a calibrated clock: calibrate it now, in the set-up, not in
+        // the first sample.
+        if self.kind != Kind::Bw {
+            crate::clock::Clock::get();
+        }
         let shape = shape(spec, self.kind, p, self.side, 256);
         let caps = local
             .ctx
