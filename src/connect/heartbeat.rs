@@ -3,13 +3,14 @@
 use super::control::{ControlChannel, Message};
 use anyhow::Result;
 use std::io::Write;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::time::Duration;
 
-/// Keep the server's control channel alive while this side is busy in a one-sided round.
+/// Keep the server's control channel alive while this side is busy in a one-sided round. The
+/// thread sleeps in one blocking wait per beat (a quarter of the timeout, 100 ms to 1 s): it
+/// wakes only to write a beat, or at once when dropped, never on the timed loop's CPU between.
 pub struct Heartbeat {
-    stop: Arc<AtomicBool>,
+    stop: Option<Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -17,24 +18,17 @@ impl Heartbeat {
     pub fn start(ch: &ControlChannel) -> Result<Heartbeat> {
         let mut stream = ch.heartbeat_handle()?;
         let frame = super::control::encode(&Message::Progress)?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
+        let (stop, stopped) = mpsc::channel::<()>();
         let period = (ch.timeout() / 4).clamp(Duration::from_millis(100), Duration::from_secs(1));
         let thread = std::thread::spawn(move || {
-            let mut waited = Duration::ZERO;
-            while !flag.load(Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(20));
-                waited += Duration::from_millis(20);
-                if waited >= period {
-                    waited = Duration::ZERO;
-                    if stream.write_all(&frame).is_err() {
-                        return;
-                    }
+            while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(period) {
+                if stream.write_all(&frame).is_err() {
+                    return;
                 }
             }
         });
         Ok(Heartbeat {
-            stop,
+            stop: Some(stop),
             thread: Some(thread),
         })
     }
@@ -42,7 +36,8 @@ impl Heartbeat {
 
 impl Drop for Heartbeat {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        // Dropping the sender wakes the thread's wait (disconnected): it ends at once.
+        self.stop.take();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
