@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# cost.sh: what one operation costs the tool itself: instructions (valgrind's cachegrind, no cache
+# simulation) and system calls (strace -f -c), rdmadiag against perftest and ibv_rc_pingpong, on
+# rxe0 in one lab guest.
+#
+# usage: bench/cost.sh     (BENCH_REPEAT=2 runs of each; BENCH_ROWS="lat_write ..." for some
+#                           rows only; BENCH_SCALE=1 multiplies every iteration count)
+#
+# Rows: bw write/send/read at 64 B and 64 KiB (rdmadiag with -l 1, perftest's post list), lat
+# write/send/read at 2 B (rdmadiag with -I 0 --timing perftest, as perftest runs on rxe), and
+# pingpong at 4 KiB (ibv_rc_pingpong -g 1). Only the client is measured; its server runs plain.
+# Each client runs at two iteration counts, N and 3N, and a figure per operation is the
+# difference over 2N: start-up and teardown cancel. Every figure is printed for each repeat, so
+# the spread shows; the ratio is of the repeats' medians. The latency rows' instructions include
+# the wait loop's empty polls, which vary with the guest's timing: their spread says how much
+# they mean. Under TCG only counts (never times) mean anything.
+# A benchmark, not a test: it fails only when a run fails, never because of a ratio.
+set -euo pipefail
+# shellcheck source=scripts/lib/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib/common.sh"
+
+repeat=${BENCH_REPEAT:-2} scale=${BENCH_SCALE:-1}
+all_rows="bw_write_64 bw_send_64 bw_read_64 bw_write_64k bw_send_64k bw_read_64k lat_write lat_send lat_read pingpong"
+rows=${BENCH_ROWS:-$all_rows}
+for r in $rows; do
+    [[ " $all_rows " == *" $r "* ]] || die "BENCH_ROWS lists rows of: $all_rows (not '$r')"
+done
+for v in "$repeat" "$scale"; do
+    [[ $v =~ ^[1-9][0-9]*$ ]] || die "BENCH_REPEAT and BENCH_SCALE must be positive whole numbers"
+done
+if ! command -v valgrind >/dev/null || ! command -v strace >/dev/null; then
+    die "bench/cost.sh needs valgrind and strace (apt-get install valgrind strace)"
+fi
+
+bench_prepare
+
+cat >"$work/guest.sh" <<'GUEST'
+#!/bin/bash
+# Guest part of bench/cost.sh: one line per measurement, "sample ROW TOOL MEASURE N VALUE".
+repeat=$1 scale=$2 bin=$3 work=$4 rows=$5
+port=19500
+T=600
+wait_port() { for _ in $(seq 600); do ss -ltn "sport = :$1" | grep -q LISTEN && return 0; sleep 0.05; done; return 1; }
+fail() { echo "bench: $*"; exit 1; }
+
+# measure MEASURE CLIENT...: run CLIENT under the measuring tool; print the total it counted.
+measure() {
+    local how=$1; shift
+    case $how in
+        syscalls)
+            timeout $T strace -f -c -o "$work/strace.out" "$@" >"$work/client.out" 2>&1 ||
+                fail "$* failed under strace: $(tail -5 "$work/client.out")"
+            awk '$NF == "total" { print ($4 ~ /^[0-9]+$/) ? $4 : $3 }' "$work/strace.out" ;;
+        instructions)
+            timeout $T valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file=/dev/null \
+                "$@" >"$work/client.out" 2>"$work/valgrind.err" ||
+                fail "$* failed under valgrind: $(tail -5 "$work/valgrind.err")"
+            sed -n 's/.*I *refs: *\([0-9,]*\).*/\1/p' "$work/valgrind.err" | tr -d , | tail -1 ;;
+    esac
+}
+
+# run ROW TOOL MEASURE N: a plain server and a measured client of ROW's TOOL at N iterations.
+run() {
+    local row=$1 tool=$2 how=$3 n=$4 op size server client
+    port=$((port + 1))
+    case $row in
+        bw_*) op=${row#bw_}; size=${op#*_}; op=${op%_*}; [[ $size == 64k ]] && size=65536 ;;
+        lat_*) op=${row#lat_}; size=2 ;;
+        pingpong) size=4096 ;;
+    esac
+    case $row/$tool in
+        bw_*/rdmadiag)
+            server=("$bin" bw -p $port --timeout 120s)
+            client=("$bin" bw 10.77.0.1 -p $port --timeout 120s --op "$op" -s "$size" -n "$n" -l 1) ;;
+        bw_*/peer)
+            server=("ib_${op}_bw" -x 1 -p $port -s "$size" -n "$n")
+            client=("ib_${op}_bw" -x 1 -p $port -s "$size" -n "$n" 10.77.0.1) ;;
+        lat_*/rdmadiag)
+            server=("$bin" lat -p $port --timeout 120s)
+            client=("$bin" lat 10.77.0.1 -p $port --timeout 120s --op "$op" -s 2 -n "$n" -I 0 --timing perftest) ;;
+        lat_*/peer)
+            server=("ib_${op}_lat" -x 1 -p $port -s 2 -n "$n")
+            client=("ib_${op}_lat" -x 1 -p $port -s 2 -n "$n" 10.77.0.1) ;;
+        pingpong/rdmadiag)
+            server=("$bin" pingpong -p $port -s "$size" -n "$n" --timeout 120s)
+            client=("$bin" pingpong 10.77.0.1 -p $port -s "$size" -n "$n" --timeout 120s) ;;
+        pingpong/peer)
+            server=(ibv_rc_pingpong -g 1 -p $port -s "$size" -n "$n")
+            client=(ibv_rc_pingpong -g 1 -p $port -s "$size" -n "$n" 10.77.0.1) ;;
+    esac
+    timeout $T "${server[@]}" >"$work/server.out" 2>&1 &
+    local spid=$!
+    wait_port $port || fail "${server[*]} did not start: $(cat "$work/server.out")"
+    local v
+    v=$(measure "$how" "${client[@]}") || { echo "$v"; exit 1; }
+    wait $spid || fail "${server[*]} failed: $(tail -5 "$work/server.out")"
+    [[ -n $v ]] || fail "no $how count for ${client[*]}"
+    echo "sample $row $tool $how $n $v"
+    if [[ $n == "$5" ]]; then echo "cmd $row $tool ${client[*]}"; fi
+}
+
+base() {
+    case $1 in
+        bw_*_64) echo 2000 ;;
+        bw_*_64k) echo 100 ;;
+        lat_*) echo 500 ;;
+        pingpong) echo 200 ;;
+    esac
+}
+
+for ((k = 0; k < repeat; k++)); do
+    for row in $rows; do
+        n1=$(($(base "$row") * scale))
+        n3=$((3 * n1))
+        for how in syscalls instructions; do
+            for tool in rdmadiag peer; do
+                run "$row" "$tool" "$how" "$n1" "$n1"
+                run "$row" "$tool" "$how" "$n3" "$n1"
+            done
+        done
+        echo "round $k $row done" >&2
+    done
+done
+GUEST
+
+note "instructions and system calls per operation ($repeat repeats; rows: $rows) in the lab"
+lab_rc=0
+"$RDMADIAG_ROOT/scripts/lab" --timeout 5400 -- \
+    "$(printf '%q ' bash "$work/guest.sh" "$repeat" "$scale" "$bin" "$work" "$rows")" \
+    >"$work/lab.out" 2>&1 || lab_rc=$?
+grep -v -e '^sample ' -e '^cmd ' "$work/lab.out" >&2 || true
+((lab_rc == 0)) || die "the lab run failed (exit $lab_rc)"
+
+python3 - "$work/lab.out" "$rows" <<'PY'
+import statistics, sys
+# (row, tool, measure) -> {n: [values, one per repeat]}
+runs, cmds = {}, {}
+for line in open(sys.argv[1]):
+    p = line.split()
+    if len(p) == 6 and p[0] == "sample":
+        runs.setdefault((p[1], p[2], p[3]), {}).setdefault(int(p[4]), []).append(int(p[5]))
+    elif len(p) > 3 and p[0] == "cmd":
+        cmds.setdefault((p[1], p[2]), " ".join(p[3:]))
+peer = lambda row: "ibv_rc_pingpong" if row == "pingpong" else "perftest"
+print("\nper operation: (count at 3N - count at N) / 2N, each repeat; ratio of the medians "
+      "(goal <= 1.00)\n")
+print(f"{'row':<14}{'measure':<14}{'rdmadiag per op':>28}{'peer per op':>28}{'ratio':>8}")
+for row in sys.argv[2].split():
+    for how in ("instructions", "syscalls"):
+        per = {}
+        for tool in ("rdmadiag", "peer"):
+            by_n = runs.get((row, tool, how))
+            if not by_n or len(by_n) != 2:
+                sys.exit(f"no {how} samples for {row} {tool}")
+            n1, n3 = sorted(by_n)
+            per[tool] = [(b - a) / (n3 - n1) for a, b in zip(by_n[n1], by_n[n3])]
+        fmt = lambda v: "/".join(f"{x:.2f}" if how == "syscalls" else f"{x:.0f}" for x in v)
+        o, t = statistics.median(per["rdmadiag"]), statistics.median(per["peer"])
+        ratio = f"{o / t:.2f}" if t > 0 else ("=" if o == t else "inf")
+        print(f"{row:<14}{how:<14}{fmt(per['rdmadiag']):>28}{fmt(per['peer']):>28}{ratio:>8}")
+print("\npeer tools: perftest (ib_*_bw, ib_*_lat) and ibv_rc_pingpong; client command lines at N:")
+for row in sys.argv[2].split():
+    for tool in ("rdmadiag", "peer"):
+        print(f"  {row:<14}{cmds.get((row, tool), '?')}")
+PY
