@@ -479,7 +479,7 @@ fn lat_client_and_server_every_op() {
         &[("RDMADIAG_CLOCK", "monotonic")],
     );
     let v = json_of(&o, "lat with RDMADIAG_CLOCK=monotonic");
-    check_lat(&v, "send", &[2], Some(200));
+    check_lat(&v, "write", &[2], Some(200));
     assert_eq!(v["clock"], "monotonic", "{v}");
     let v = loopback(&["lat", "-n", "200"]);
     eprintln!("the lab's latency clock: {}", v["clock"]);
