@@ -180,8 +180,8 @@ rows = [
     ("lat_send", "lat send 2 B median", "us", False),
     ("lat_read", "lat read 2 B median", "us", False),
     ("rate_write", "msg rate write 64 B", "Mpps", True),
-    ("rate_fadd", "msg rate fetch-add 8 B", "Mpps", True),
-    ("rate_cswap", "msg rate cmp-swap 8 B", "Mpps", True),
+    ("rate_fadd", "rate fetch-add 8 B", "Mpps", True),
+    ("rate_cswap", "rate cmp-swap 8 B", "Mpps", True),
     ("lat_fadd", "lat fetch-add median", "us", False),
     ("lat_cswap", "lat cmp-swap median", "us", False),
 ]
