@@ -66,7 +66,10 @@ const BW: Items = &[
     (
         "Not yet",
         "UC and UD SEND, -b, -D with SEND and rdma_cm (-R) against perftest, and perftest \
-         clients of a --persist server (which names them on one line and goes on).",
+         clients of a --persist server (which names them on one line and goes on). As a \
+         client this side writes, reads and adds at one remote address, where perftest's \
+         client steps through the server's cycle buffer a cache line at a time (this side's \
+         server spans that buffer for perftest's clients).",
     ),
 ];
 
