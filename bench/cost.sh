@@ -52,7 +52,7 @@ measure() {
                 fail "$* failed under strace: $(tail -5 "$work/client.out")"
             awk '$NF == "total" { print ($4 ~ /^[0-9]+$/) ? $4 : $3 }' "$work/strace.out" ;;
         instructions)
-            timeout $T valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file=/dev/null \
+            timeout $T valgrind --tool=cachegrind --cache-sim=no --vgdb=no --cachegrind-out-file=/dev/null \
                 "$@" >"$work/client.out" 2>"$work/valgrind.err" ||
                 fail "$* failed under valgrind: $(tail -5 "$work/valgrind.err")"
             sed -n 's/.*I *refs: *\([0-9,]*\).*/\1/p' "$work/valgrind.err" | tr -d , | tail -1 ;;
