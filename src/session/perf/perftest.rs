@@ -1,11 +1,12 @@
 //! Both ends of a test against unmodified perftest (`--compat perftest` as client; a one-shot
 //! bw or lat server serves perftest clients), over perftest's own out-of-band exchange.
 //!
-//! The order is perftest's (`write_bw.c`, `read_bw.c`, `atomic_bw.c`, `write_lat.c`,
-//! `read_lat.c`, `atomic_lat.c`; atomics go as READ does): versions,
-//! system data, MTU; for lat one handshake more; per QP a key handshake; connect; a second
-//! per-QP round and one more handshake (the server is then ready); the run; for bw one
-//! handshake to say it ended and the bw reports; the close (none after ib_write_lat).
+//! The order is perftest's (`write_bw.c`, `read_bw.c`, `atomic_bw.c`, `send_bw.c`,
+//! `write_lat.c`, `read_lat.c`, `atomic_lat.c`, `send_lat.c`; atomics go as READ does):
+//! versions, system data, MTU; for lat (but ib_send_lat) one handshake more; per QP a key
+//! handshake; connect; a second per-QP round and one more handshake (the SEND tests make that
+//! one before the second round, and another once their receives are posted); the run; for bw
+//! one handshake to say it ended and the bw reports; the close (none after ib_write_lat).
 
 use super::client::empty_report;
 use super::perftest_lat::lat_round;
@@ -368,10 +369,11 @@ pub fn perftest_client(
 /// says nothing while it runs).
 pub const RUN_LIMIT: Duration = Duration::from_secs(3600);
 
-/// Serve one perftest client (ib_write_bw, ib_read_bw, ib_write_lat, ib_read_lat) with this
-/// server's own test flags: the client never says which test it runs. A bw server returns the
-/// client's figures, which it sends at the end, as perftest's server prints them; a WRITE
-/// latency server its own samples, as perftest's; a READ latency server nothing.
+/// Serve one perftest client (ib_{write,read,send,atomic}_{bw,lat}) with this server's own
+/// test flags: the client never says which test it runs. A WRITE, READ or atomic bw server
+/// returns the client's figures, which it sends at the end, as perftest's server prints them;
+/// a SEND bw server what it received; a WRITE or SEND latency server its own samples, as
+/// perftest's; a READ or atomic latency server nothing. Atomics are checked on our buffers.
 pub fn perftest_serve(stream: TcpStream, opts: &SessionOptions, spec: &TestSpec) -> Result<Served> {
     let (kind, p) = validate(spec).map_err(UsageError)?;
     let peer = stream
