@@ -79,6 +79,8 @@ fn shape(r: Run) -> QpShape {
 }
 
 fn params(r: Run, opts: &SessionOptions, peer: &str) -> PingpongParams {
+    // The samples' clock is calibrated here, in the set-up, not in the first round trip.
+    crate::clock::Clock::get();
     let p = r.pp;
     PingpongParams {
         size: p.size as usize,
