@@ -161,6 +161,32 @@ pub fn check_final(
     )))
 }
 
+/// After a perftest client's atomics on this server: its fetch-and-adds (1 each, stepped
+/// through each QP's buffer) sum to `adds` over every 8-byte word of our buffers; its
+/// compare-and-swaps (0 for 0) leave every word 0. `what` says where `adds` came from.
+pub fn check_served(
+    qps: &[TestQp],
+    op: Op,
+    adds: u64,
+    what: &str,
+    peer: &str,
+) -> Result<(), DataMismatch> {
+    let found = qps
+        .iter()
+        .map(|tq| sum_words(tq.mr.as_slice()))
+        .fold(0u64, u64::wrapping_add);
+    let expected = if op == Op::AtomicFadd { adds } else { 0 };
+    if found == expected {
+        return Ok(());
+    }
+    Err(DataMismatch(format!(
+        "after the perftest client {peer}'s {} run this side's buffers summed to {found}, \
+         expected {}: the operations did not land as sent",
+        op.verbs_name(),
+        if op == Op::AtomicFadd { what } else { "0" }
+    )))
+}
+
 /// Read QP `tq`'s target on the peer with one fetch-and-add of 0 (after the run, off the clock).
 pub fn read_back(
     tq: &TestQp,

@@ -19,7 +19,6 @@ use crate::connect::establish::QpRecipe;
 use crate::connect::perftest_wire::{BwReport, Lead, PerftestKey, PerftestPeer, SysData};
 use crate::connect::protocol::BwFigures;
 use crate::connect::test_qp::{TestQp, UD_QKEY};
-use crate::exit::DataMismatch;
 use crate::exit::UsageError;
 use crate::perf::atomic::{self, Targets};
 use crate::perf::bw::StreamEnd;
@@ -462,7 +461,7 @@ pub fn perftest_serve(stream: TcpStream, opts: &SessionOptions, spec: &TestSpec)
         pt.close(&mine[0]).map_err(|e| early(e, p.op, kind))?;
         if p.op.is_atomic() {
             let n = p.iterations.unwrap_or(0);
-            check_served(&qps, p.op, n, &format!("{n} (this side's -n)"), &peer)?;
+            atomic::check_served(&qps, p.op, n, &format!("{n} (this side's -n)"), &peer)?;
         }
         return Ok(Served::Perf(PerfServed {
             test: kind.test_name(p.op),
@@ -488,7 +487,7 @@ pub fn perftest_serve(stream: TcpStream, opts: &SessionOptions, spec: &TestSpec)
             "{n} (its report; a client run with -D or --perform_warm_up adds more than it \
              reports: give this server the same -D)"
         );
-        check_served(&qps, p.op, n, &what, &peer)?;
+        atomic::check_served(&qps, p.op, n, &what, &peer)?;
     }
     report.bw.push(from_perftest(&theirs));
     Ok(Served::Perftest(Box::new(report)))
@@ -513,32 +512,6 @@ fn perftest_tool(op: Op, kind: Kind) -> String {
         op.to_string()
     };
     format!("ib_{verb}_{test}")
-}
-
-/// After a perftest client's atomics on this server: its fetch-and-adds (1 each, stepped
-/// through each QP's buffer) sum to `adds` over every 8-byte word of our buffers; its
-/// compare-and-swaps (0 for 0) leave every word 0. `what` says where `adds` came from.
-fn check_served(
-    qps: &[TestQp],
-    op: Op,
-    adds: u64,
-    what: &str,
-    peer: &str,
-) -> Result<(), DataMismatch> {
-    let found = qps
-        .iter()
-        .map(|tq| atomic::sum_words(tq.mr.as_slice()))
-        .fold(0u64, u64::wrapping_add);
-    let expected = if op == Op::AtomicFadd { adds } else { 0 };
-    if found == expected {
-        return Ok(());
-    }
-    Err(DataMismatch(format!(
-        "after the perftest client {peer}'s {} run this side's buffers summed to {found}, \
-         expected {}: the operations did not land as sent",
-        op.verbs_name(),
-        if op == Op::AtomicFadd { what } else { "0" }
-    )))
 }
 
 /// What perftest's server prints for us: the last size's figures in MB/s.
