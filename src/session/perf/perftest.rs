@@ -503,15 +503,14 @@ fn early(e: anyhow::Error, op: Op, kind: Kind) -> anyhow::Error {
     ))
 }
 
-/// The perftest tool that runs `op`'s `kind` of test.
+/// The perftest tool that runs `op`'s `kind` (bw or lat) of test.
 fn perftest_tool(op: Op, kind: Kind) -> String {
-    let test = if kind == Kind::Lat { "lat" } else { "bw" };
     let verb = if op.is_atomic() {
         "atomic".to_string()
     } else {
         op.to_string()
     };
-    format!("ib_{verb}_{test}")
+    format!("ib_{verb}_{}", kind.test_name(op))
 }
 
 /// What perftest's server prints for us: the last size's figures in MB/s.

@@ -3,13 +3,15 @@
 //! WRITE, for atomics a target read before and after the run (perftest's holds random bytes),
 //! and for SEND the ping-pong with no last-message mark (both sides count -n).
 
-use super::max_size;
 use super::qps::pp_params;
+use super::rounds::{RoundContext, check_targets, targets_before};
+use super::{Kind, max_size};
 use crate::connect::control::{Op, PerfSpec, TestSpec};
 use crate::connect::endpoint::Endpoint;
 use crate::connect::test_qp::TestQp;
+use crate::perf::atomic::Targets;
 use crate::perf::lat::{self, LatParams, Marks};
-use crate::perf::{Progress, Side, atomic};
+use crate::perf::{Progress, Side};
 use crate::pingpong::{self, PingpongParams};
 use crate::report::perf::LatResult;
 use crate::session::STOP;
@@ -76,11 +78,17 @@ pub(super) fn lat_round(
         }
         Op::Read if side == Side::Initiator => (lat::run_serial(tq, mem, &lp, &STOP), 1.0),
         Op::AtomicFadd | Op::AtomicCswap if side == Side::Initiator => {
-            lp.atomic_base = atomic::read_back(tq, mem, timeout, peer, &STOP)?;
-            let o = lat::run_serial(tq, mem, &lp, &STOP)?;
-            let found = atomic::read_back(tq, mem, timeout, peer, &STOP)?;
-            let expected = atomic::expected_final(p.op, true, lp.atomic_base, o.iterations);
-            atomic::check_final(p.op, "the target of QP 0", expected, found, peer)?;
+            // perftest's target holds random bytes: the chain starts from what it holds, and
+            // the target is checked after the run as rdmadiag's rounds check theirs.
+            let cx = RoundContext {
+                targets: Targets::AsFound,
+                ..RoundContext::new((Kind::Lat, spec, p), side, timeout, peer)
+            };
+            let mems = [Some(mem)];
+            let bases = targets_before(&qps[..1], &mems, &cx)?;
+            lp.atomic_base = bases[0];
+            let o = lat::run_serial(&qps[0], mem, &lp, &STOP)?;
+            check_targets(qps, &mems, (p.op, true), (&bases, o.iterations), &cx)?;
             (Ok(o), 1.0)
         }
         _ => return Ok(None),

@@ -246,7 +246,7 @@ pub(super) fn run_round(
 
 /// Before an atomic round, off the clock: what each QP's target holds (crate::perf::atomic):
 /// 0 for rdmadiag's responder, which zeroed them; read from perftest's.
-fn targets_before(
+pub(super) fn targets_before(
     qps: &[TestQp],
     mems: &[Option<RemoteMemory>],
     cx: &RoundContext,
@@ -275,7 +275,7 @@ fn read_targets(
 /// After an atomic round, off the clock: read back the targets (`serial`: the latency run's
 /// one QP; else every QP's) and check they hold what the `completed` operations left on what
 /// they held before (`bases`; crate::perf::atomic).
-fn check_targets(
+pub(super) fn check_targets(
     qps: &[TestQp],
     mems: &[Option<RemoteMemory>],
     (op, serial): (Op, bool),
