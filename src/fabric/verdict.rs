@@ -376,14 +376,16 @@ pub fn judge_sheet_keeping<E, I: IntoIterator<Item = PairResult>>(
 mod bandwidth;
 mod classify;
 mod latency;
+mod partners;
 mod reference;
 mod retest;
 mod sheet;
 use classify::*;
 pub use classify::{classify, classify_sheet};
+pub use partners::retest_pairs;
 use reference::*;
 pub use reference::{flag, median, reference, reference_of};
-pub use retest::{Retest, Trial, conclude, host_summary, retest_pairs};
+pub use retest::{Retest, Trial, conclude, host_summary};
 pub use sheet::{Fig, Figures, Ix, Sheet};
 
 #[cfg(test)]

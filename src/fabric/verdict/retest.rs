@@ -1,6 +1,7 @@
 //! The retests of the suspects, round by round within the budget, the final word on each, and
 //! the per-host summary.
 
+use super::partners::Partners;
 use super::*;
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
@@ -64,87 +65,6 @@ impl Retest {
             rules,
         }
     }
-}
-
-/// Who retests whom: each suspect host against a host that passed (neither a suspect nor a
-/// suspect link's end; the next one each time, so several suspects and rounds get different
-/// ones where there are enough), each suspect link run again, a group's first member against a
-/// host outside it.
-struct Partners {
-    passed: Vec<u32>,
-    /// Each passed rank's place in `passed`.
-    at: HashMap<u32, usize>,
-    next: usize,
-}
-
-impl Partners {
-    fn new<'a>(
-        suspects: impl Iterator<Item = &'a Suspect>,
-        ranks: &[(u32, String)],
-        missing: &BTreeSet<String>,
-    ) -> Partners {
-        let mut involved: BTreeSet<u32> = BTreeSet::new();
-        let mut suspect_hosts: BTreeSet<u32> = BTreeSet::new();
-        for s in suspects {
-            involved.extend(s.target.ranks());
-            if !matches!(s.target, Target::Link { .. }) {
-                suspect_hosts.extend(s.target.ranks());
-            }
-        }
-        let usable = |skip: &BTreeSet<u32>| -> Vec<u32> {
-            ranks
-                .iter()
-                .filter(|(r, h)| !skip.contains(r) && !missing.contains(h))
-                .map(|(r, _)| *r)
-                .collect()
-        };
-        let mut passed = usable(&involved);
-        if passed.is_empty() {
-            passed = usable(&suspect_hosts);
-        }
-        let mut at = HashMap::with_capacity(passed.len());
-        for (i, r) in passed.iter().enumerate() {
-            at.entry(*r).or_insert(i);
-        }
-        Partners {
-            passed,
-            at,
-            next: 0,
-        }
-    }
-
-    fn pick(&mut self, target: &Target) -> Option<Pair> {
-        let rank = match target {
-            Target::Link { a, b } => return Some((a.0.min(b.0), a.0.max(b.0))),
-            Target::Host { rank, .. } => *rank,
-            Target::Group { members } => members[0].0,
-        };
-        // The next of the hosts that passed, the suspect itself left out (without a list of
-        // them for each pick: a fleet's round picks for thousands of suspects).
-        let own = self.at.get(&rank).copied();
-        let n = self.passed.len() - own.is_some() as usize;
-        if n == 0 {
-            return None;
-        }
-        let k = self.next % n;
-        let partner = self.passed[if own.is_some_and(|o| k >= o) {
-            k + 1
-        } else {
-            k
-        }];
-        self.next += 1;
-        Some((partner.min(rank), partner.max(rank)))
-    }
-}
-
-/// The first round's retest pair of each suspect (None: no host passed to test against).
-pub fn retest_pairs(
-    suspects: &[Suspect],
-    ranks: &[(u32, String)],
-    missing: &BTreeSet<String>,
-) -> Vec<Option<Pair>> {
-    let mut partners = Partners::new(suspects.iter(), ranks, missing);
-    suspects.iter().map(|s| partners.pick(&s.target)).collect()
 }
 
 /// Retest the suspects of `j` (its suspects and held links, taken), round by round, until each
