@@ -77,6 +77,9 @@ pub struct PingpongSummary {
     pub round_trips: u64,
     pub elapsed_s: f64,
     pub latency: crate::stats::LatencyStats,
+    /// The client's sample clock (absent from an older client).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<crate::clock::ClockSource>,
 }
 
 /// A WRITE/READ diagnostic round: transfers `first..first + count` of the run, transfer

@@ -44,6 +44,9 @@ pub struct PingpongReport {
     /// Round-trip latency.
     #[serde(flatten)]
     pub latency: LatencyStats,
+    /// Where the client's samples' clock readings came from (one per round trip).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<crate::clock::ClockSource>,
     /// `--counters`: how this host's port counters changed across the test.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counter_deltas: Option<CounterDeltas>,
@@ -82,6 +85,7 @@ impl PingpongReport {
             signaling: "every send, each side waits for it every round trip".into(),
             bandwidth_mbps: (p.size as f64 * 2.0 * m.round_trips as f64 * 8.0) / secs / 1e6,
             latency: m.latency,
+            clock: m.clock,
             counter_deltas: None,
         }
     }
@@ -103,8 +107,11 @@ pub fn pingpong_text(r: &PingpongReport, style: Style) -> String {
     out.push_str(&format!("  local   {}\n", endpoint_text(&r.local)));
     out.push_str(&format!("  remote  {}\n", endpoint_text(&r.remote)));
     out.push_str(&format!(
-        "  settings  {}\n",
-        super::qos_text(r.tclass, r.sl)
+        "  settings  {}{}\n",
+        super::qos_text(r.tclass, r.sl),
+        r.clock
+            .map(|c| format!(", clock {c} (one read per round trip)"))
+            .unwrap_or_default()
     ));
     let l = &r.latency;
     let mut t = style.table(&[

@@ -165,6 +165,7 @@ fn summary(outcome: &pingpong::PingpongOutcome) -> PingpongSummary {
         round_trips: outcome.round_trips,
         elapsed_s: outcome.elapsed.as_secs_f64(),
         latency: outcome.latency.stats(1.0),
+        clock: Some(crate::clock::Clock::get().source()),
     }
 }
 

@@ -147,6 +147,11 @@ fn every_setting_that_shapes_a_figure_is_shown() {
         per_iter >= v["min_us"].as_f64().unwrap(),
         "a mean is never below the minimum: {v}"
     );
+    // The samples' clock is named, as lat's.
+    assert!(
+        matches!(v["clock"].as_str(), Some("tsc" | "cntvct" | "monotonic")),
+        "{v}"
+    );
 }
 
 #[test]
