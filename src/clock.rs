@@ -102,6 +102,18 @@ impl Clock {
         Duration::from_nanos((b.0.saturating_sub(a.0) as f64 * self.ns_per_tick) as u64)
     }
 
+    /// Ticks from `a` to `b` (zero if `b` is not later): a sample kept raw, converted later
+    /// with [`Clock::duration_of`].
+    #[inline]
+    pub fn ticks(&self, a: Stamp, b: Stamp) -> u64 {
+        b.0.saturating_sub(a.0)
+    }
+
+    /// The time `ticks` of this clock take.
+    pub fn duration_of(&self, ticks: u64) -> Duration {
+        Duration::from_nanos((ticks as f64 * self.ns_per_tick) as u64)
+    }
+
     /// The reading `d` after `s`.
     pub fn after(&self, s: Stamp, d: Duration) -> Stamp {
         Stamp(s.0.saturating_add((d.as_nanos() as f64 / self.ns_per_tick) as u64))

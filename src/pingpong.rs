@@ -4,7 +4,7 @@ use crate::clock::{Clock, Deadline, Stamp};
 use crate::connect::control::QpType;
 use crate::connect::test_qp::{GRH_BYTES, TestQp};
 use crate::perf::{Progress, Side};
-use crate::stats::LatencyRecorder;
+use crate::stats::{LatencyRecorder, Samples};
 use crate::verbs::{Completion, CompletionQueue, SendOp, SendRequest, UdDest};
 use anyhow::{Result, bail};
 use std::ops::Range;
@@ -225,7 +225,7 @@ pub fn run(
     stop: &AtomicBool,
 ) -> Result<PingpongOutcome> {
     let mut poller = Poller::new(&tq.cq, p.events);
-    let mut latency = LatencyRecorder::new();
+    let mut latency = Samples::new(Clock::get(), p.duration.is_none().then_some(p.iterations));
     // Sends posted, and sends known complete (through the signaled ones).
     let (mut sent, mut acked) = (0u64, 0u64);
     let clock = Clock::get();
@@ -299,8 +299,12 @@ pub fn run(
         match side {
             Side::Initiator => {
                 let end = clock.now();
-                latency.record(clock.between(t, end));
-                t = end;
+                // (After the rare move of a full buffer, the next sample starts after it.)
+                t = if latency.push(t, end) {
+                    clock.now()
+                } else {
+                    end
+                };
             }
             Side::Responder => {
                 last |= got.imm_data == Some(LAST_IMM);
@@ -322,9 +326,11 @@ pub fn run(
                     }
                 }
                 // The reply is on its way: the timestamp (reply to reply) costs the peer nothing.
-                let now = clock.now();
-                if let Some(sent) = last_reply {
-                    latency.record(clock.between(sent, now));
+                let mut now = clock.now();
+                if let Some(sent) = last_reply
+                    && latency.push(sent, now)
+                {
+                    now = clock.now();
                 }
                 start.get_or_insert(now);
                 last_reply = Some(now);
@@ -355,7 +361,7 @@ pub fn run(
     }
     progress.set(rounds, rounds * p.size as u64);
     Ok(PingpongOutcome {
-        latency,
+        latency: latency.finish(),
         elapsed: start.map_or(Duration::ZERO, |s| clock.between(s, clock.now())),
         round_trips: rounds,
     })

@@ -1,5 +1,6 @@
 //! Latency statistics from every sample, through an HDR histogram.
 
+use crate::clock::{Clock, Stamp};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -79,6 +80,53 @@ pub struct Bucket {
     pub count: u64,
 }
 
+/// The timed loops' samples, kept as raw clock ticks in a buffer sized before the loop (a
+/// store each, as perftest's `tposted` array), turned into a [`LatencyRecorder`] after it.
+pub struct Samples<'c> {
+    clock: &'c Clock,
+    ticks: Vec<u64>,
+    recorder: LatencyRecorder,
+}
+
+/// The most samples held raw (8 MiB); a longer run moves them into the histogram when full.
+const MAX_RAW_SAMPLES: usize = 1 << 20;
+
+impl<'c> Samples<'c> {
+    /// Room for `expected` samples (None: a run for a duration), on `clock`.
+    pub fn new(clock: &'c Clock, expected: Option<u64>) -> Samples<'c> {
+        let room = expected.map_or(1 << 16, |n| n.min(MAX_RAW_SAMPLES as u64) as usize);
+        Samples {
+            clock,
+            ticks: Vec::with_capacity(room.max(1)),
+            recorder: LatencyRecorder::new(),
+        }
+    }
+
+    /// Keep the sample from `a` to `b`. Returns true when the buffer was full and moved into
+    /// the histogram first (rare: the caller's next sample should start after it).
+    #[inline]
+    pub fn push(&mut self, a: Stamp, b: Stamp) -> bool {
+        let full = self.ticks.len() == self.ticks.capacity();
+        if full {
+            self.flush();
+        }
+        self.ticks.push(self.clock.ticks(a, b));
+        full
+    }
+
+    fn flush(&mut self) {
+        for t in self.ticks.drain(..) {
+            self.recorder.record(self.clock.duration_of(t));
+        }
+    }
+
+    /// Every sample, in the histogram.
+    pub fn finish(mut self) -> LatencyRecorder {
+        self.flush();
+        self.recorder
+    }
+}
+
 impl LatencyRecorder {
     /// `n` equal-width bars from the minimum to the 99.9th percentile; the last bar also holds
     /// everything above it.
@@ -145,5 +193,21 @@ mod tests {
         assert_eq!(b.len(), 10);
         assert_eq!(b.iter().map(|b| b.count).sum::<u64>(), 1000);
         assert!(b.windows(2).all(|w| w[0].le_us < w[1].le_us));
+    }
+
+    #[test]
+    fn raw_samples_reach_the_histogram_and_a_full_buffer_says_so() {
+        let clock = Clock::monotonic();
+        let mut s = Samples::new(&clock, Some(3));
+        let a = clock.now();
+        let full: Vec<bool> = (1..=5u64)
+            .map(|us| s.push(a, clock.after(a, Duration::from_micros(us))))
+            .collect();
+        assert_eq!(full, [false, false, false, true, false]);
+        let st = s.finish().stats(1.0);
+        assert_eq!(st.samples, 5);
+        let close = |a: f64, b: f64| (a - b).abs() <= b * 0.002 + 0.01;
+        assert!(close(st.min_us, 1.0) && close(st.max_us, 5.0), "{st:?}");
+        assert!(close(st.avg_us, 3.0), "{st:?}");
     }
 }

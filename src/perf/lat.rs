@@ -7,7 +7,7 @@ use super::{Op, Side, atomic};
 use crate::clock::{Clock, Deadline, Stamp};
 use crate::connect::endpoint::RemoteMemory;
 use crate::connect::test_qp::TestQp;
-use crate::stats::LatencyRecorder;
+use crate::stats::{LatencyRecorder, Samples};
 use crate::verbs::{Completion, SendOp, SendRequest};
 use anyhow::{Result, anyhow, bail};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -167,7 +167,7 @@ pub fn run_write(
     let inline = size <= p.inline_max.min(tq.qp.caps().max_inline_data as usize);
     let landing = max_size + size - 1;
     let total = p.iterations.unwrap_or(u64::MAX);
-    let mut latency = LatencyRecorder::new();
+    let mut latency = Samples::new(clock, p.iterations);
     let mut writes = Writes {
         sent: 0,
         acked: 0,
@@ -181,14 +181,15 @@ pub fn run_write(
     let mut t = clock.now();
     let run_until = p.duration.map(|d| clock.after(t, d));
     let mut i = 0u64;
-    // Wait until the landing zone's last byte is one `accept` takes; reap our writes meanwhile.
-    let wait_for = |tq: &TestQp, accept: &dyn Fn(u8) -> bool, writes: &mut Writes, i: u64| {
+    // Wait until the landing zone's last byte is `want` (or `or`); reap our writes meanwhile.
+    // Plain bytes, not a predicate: nothing called through a pointer in the spin.
+    let wait_for = |tq: &TestQp, (want, or): (u8, Option<u8>), writes: &mut Writes, i: u64| {
         // The clock is read only once the wait has lasted: not at all on the fast path.
         let mut deadline = Deadline::new(p.timeout);
         let mut spins = 0u32;
         loop {
             let seen = tq.mr.read_volatile(landing).unwrap_or(0);
-            if accept(seen) {
+            if seen == want || Some(seen) == or {
                 return Ok(seen);
             }
             // A byte read costs next to nothing: reap, look at the stop flag and count one
@@ -222,7 +223,7 @@ pub fn run_write(
             // The responder learns "last" from the mark itself (or, against perftest, from the
             // count both sides share), and echoes it.
             let want = mark(i);
-            let seen = wait_for(tq, &|b| b == want || Some(b) == stop_mark, &mut writes, i)?;
+            let seen = wait_for(tq, (want, stop_mark), &mut writes, i)?;
             writes.wait_room(tq, p, WRITE_WINDOW)?;
             tq.mr.as_mut_slice()[size - 1] = seen;
             let stopped = Some(seen) == stop_mark;
@@ -231,7 +232,7 @@ pub fn run_write(
                 // perftest's server times the gap between its writes: one round trip each.
                 let now = clock.now();
                 if let Some(before) = last_post.replace(now) {
-                    latency.record(clock.between(before, now));
+                    latency.push(before, now);
                 }
             }
             writes.post(tq, (remote, remote_landing), size, inline, last)?;
@@ -249,10 +250,14 @@ pub fn run_write(
         if strict {
             writes.wait_room(tq, p, 1)?;
         }
-        wait_for(tq, &|b| b == v, &mut writes, i)?;
+        wait_for(tq, (v, None), &mut writes, i)?;
         let end = clock.now();
-        latency.record(clock.between(t, end));
-        t = end;
+        // (After the rare move of a full buffer, the next sample starts after it.)
+        t = if latency.push(t, end) {
+            clock.now()
+        } else {
+            end
+        };
         // Keep the send queue from filling (a no-op but every WRITE_WINDOW writes unsignaled).
         writes.wait_room(tq, p, WRITE_WINDOW)?;
         i += 1;
@@ -262,7 +267,7 @@ pub fn run_write(
     }
     writes.wait_room(tq, p, 1)?;
     Ok(LatOutcome {
-        latency,
+        latency: latency.finish(),
         iterations: i,
         elapsed: start.elapsed(),
     })
@@ -307,7 +312,7 @@ pub fn run_serial(
     };
     let total = p.iterations.unwrap_or(u64::MAX);
     let clock = Clock::get();
-    let mut latency = LatencyRecorder::new();
+    let mut latency = Samples::new(clock, p.iterations);
     let mut wcs = [Completion::default(); 4];
     let start = Instant::now();
     // One clock read per sample, as perftest's: a sample runs from the previous completion
@@ -375,8 +380,11 @@ pub fn run_serial(
                 c.status.likely_cause()
             );
         }
-        latency.record(clock.between(t, end));
-        t = end;
+        t = if latency.push(t, end) {
+            clock.now()
+        } else {
+            end
+        };
         if p.op.is_atomic() {
             let found = atomic::returned(tq.mr.as_slice());
             atomic::check_returned(p.op, (p.atomic_base, i), found, &p.peer)?;
@@ -384,7 +392,7 @@ pub fn run_serial(
         i += 1;
     }
     Ok(LatOutcome {
-        latency,
+        latency: latency.finish(),
         iterations: i,
         elapsed: start.elapsed(),
     })
