@@ -301,17 +301,22 @@ fn suspect_groups(v: &Value) -> usize {
         .len()
 }
 
-/// The rule of each suspect note, by its name.
+/// The rules of each suspect note (its first, then all), by its name.
 fn note_rules(v: &Value) -> Vec<(String, String)> {
+    // Every rule that charged a suspect, not only its first (`rule`): a slow link whose drops
+    // also raised its counters is charged by `counters` first and `bw-link` too.
     v["suspect_notes"]
         .as_array()
         .unwrap_or_else(|| panic!("no suspect_notes array: {v}"))
         .iter()
-        .map(|n| {
-            (
-                n["name"].as_str().unwrap_or("?").to_string(),
-                n["rule"].as_str().unwrap_or("?").to_string(),
-            )
+        .flat_map(|n| {
+            let name = n["name"].as_str().unwrap_or("?").to_string();
+            let first = std::iter::once(n["rule"].as_str().unwrap_or("?"));
+            let all = n["rules"].as_array().into_iter().flatten();
+            first
+                .chain(all.filter_map(|r| r.as_str()))
+                .map(move |r| (name.clone(), r.to_string()))
+                .collect::<Vec<_>>()
         })
         .collect()
 }

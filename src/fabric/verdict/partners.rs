@@ -1,21 +1,26 @@
 //! Who retests whom: the partner of each suspect in a retest round.
 
 use super::*;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 /// Who retests whom: each suspect host against a host that passed (neither a suspect nor a
 /// suspect link's end; the next one each time, so several suspects and rounds get different
 /// ones where there are enough), each suspect link run again, a group's first member against a
-/// host outside it. Where every host is involved (a small fabric), a host is still not
-/// retested over one of the suspect or held links it is an end of: that measures the link
-/// again (the lab's fab4, charged by fab2 -> fab4 at 0.15 x and a noisy fab1 - fab4, was
-/// retested against fab2 and "confirmed" as a slow receiver; the link was never named).
+/// host outside it.
+///
+/// Where every host is involved (a small fabric), a host is retested over one of its own
+/// suspect or held links, the least slow of them first and the slowest never while another is
+/// left: over its slowest link a retest measures that link again (the lab's fab4, charged by
+/// fab2 -> fab4 at 0.15 x and a noisy fab1 - fab4, was retested against fab2 and "confirmed" as
+/// a slow receiver; the link was never named). A host slow to everyone is slow over its least
+/// slow link too; a link fault with noise beside it is not.
 pub(super) struct Partners {
     passed: Vec<u32>,
     /// Each passed rank's place in `passed`.
     at: HashMap<u32, usize>,
-    /// The suspect and held links (lower rank first): no retest pair for a host.
-    links: HashSet<Pair>,
+    /// The suspect and held links (lower rank first), each with its slowest scheduled figure
+    /// as a ratio to the reference (0 where a rule charged it without one: a failure).
+    links: HashMap<Pair, f64>,
     next: usize,
 }
 
@@ -31,12 +36,20 @@ impl Partners {
     ) -> Partners {
         let mut involved: BTreeSet<u32> = BTreeSet::new();
         let mut suspect_hosts: BTreeSet<u32> = BTreeSet::new();
-        let mut links: HashSet<Pair> = HashSet::new();
+        let mut links: HashMap<Pair, f64> = HashMap::new();
         for s in suspects {
             involved.extend(s.target.ranks());
             match &s.target {
                 Target::Link { a, b } => {
-                    links.insert((a.0.min(b.0), a.0.max(b.0)));
+                    let slowest = s
+                        .charges
+                        .iter()
+                        .map(|c| c.ratios.iter().copied().reduce(f64::min).unwrap_or(0.0))
+                        .fold(f64::INFINITY, f64::min);
+                    let e = links
+                        .entry((a.0.min(b.0), a.0.max(b.0)))
+                        .or_insert(f64::INFINITY);
+                    *e = e.min(slowest);
                 }
                 _ => suspect_hosts.extend(s.target.ranks()),
             }
@@ -64,7 +77,8 @@ impl Partners {
         }
     }
 
-    pub(super) fn pick(&mut self, target: &Target) -> Option<Pair> {
+    /// The retest pair of `target` in its retest number `attempt` (0 for the first).
+    pub(super) fn pick(&mut self, target: &Target, attempt: usize) -> Option<Pair> {
         let rank = match target {
             Target::Link { a, b } => return Some((a.0.min(b.0), a.0.max(b.0))),
             Target::Host { rank, .. } => *rank,
@@ -86,13 +100,22 @@ impl Partners {
             }];
             (partner.min(rank), partner.max(rank))
         };
-        // The next that is not over one of the suspect's links; where all are, the next.
-        let pair = (self.next..self.next + n.min(PICK_SCAN))
-            .map(nth)
-            .find(|p| !self.links.contains(p))
-            .unwrap_or_else(|| nth(self.next));
+        let scanned = (self.next..self.next + n.min(PICK_SCAN)).map(nth);
         self.next += 1;
-        Some(pair)
+        // The next that is not over one of the suspect's links.
+        let mut over: Vec<(Pair, f64)> = Vec::new();
+        for p in scanned {
+            match self.links.get(&p) {
+                None => return Some(p),
+                Some(slowest) => over.push((p, *slowest)),
+            }
+        }
+        // All are: the least slow first, round after round; the slowest only when alone.
+        over.sort_by(|x, y| y.1.total_cmp(&x.1).then(x.0.cmp(&y.0)));
+        if over.len() > 1 {
+            over.pop();
+        }
+        Some(over[attempt % over.len()].0)
     }
 }
 
@@ -103,5 +126,8 @@ pub fn retest_pairs(
     missing: &BTreeSet<String>,
 ) -> Vec<Option<Pair>> {
     let mut partners = Partners::new(suspects.iter(), ranks, missing);
-    suspects.iter().map(|s| partners.pick(&s.target)).collect()
+    suspects
+        .iter()
+        .map(|s| partners.pick(&s.target, 0))
+        .collect()
 }
