@@ -33,8 +33,8 @@ end
 
 complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -s h -l help -d 'Print help'
 complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -s V -l version -d 'Print version'
-complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "devices" -d 'List RDMA devices: GUID, type, firmware, PCI id, ports and their state (read from sysfs)'
-complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "ports" -d 'Show ports: state, link layer, speed, active IB MTU, netdev and its MTU, and the GID table with types and IPs'
+complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "devices" -d 'List RDMA devices: GUID, type, firmware, PCI id, PCIe link, NUMA node, ports and their state (read from sysfs)'
+complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "ports" -d 'Show ports: state, link layer, speed, active IB MTU, netdev (its driver, speed and MTU), and the GID table with types and IPs; with -v, each device\'s limits, PCIe link and path, NUMA node, local CPUs and driver'
 complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "pingpong" -d 'SEND/RECV ping-pong round trips (like ibv_rc_pingpong): server without HOST, client with'
 complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "bw" -d 'Bandwidth and message rate of SEND, RDMA WRITE, RDMA READ or atomics (like ib_*_bw)'
 complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "lat" -d 'Latency of SEND, RDMA WRITE, RDMA READ or atomics, with percentiles (like ib_*_lat)'
@@ -45,7 +45,7 @@ complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "fabric" -d 'Test 
 complete -c rdmadiag -n "__fish_rdmadiag_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand devices" -s d -l device -d 'Show only this device (e.g. mlx5_0, rxe0)' -r -f -a "(__fish_rdmadiag_devices)"
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand devices" -l json -d 'Print one JSON document instead of tables (schema: rdmadiag-json(7))'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand devices" -s h -l help -d 'Print help'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand devices" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand devices" -s V -l version -d 'Print version'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand ports" -s i -l ib-port -d 'Show only this port (1-based; -i as ibv_devinfo and the test commands)' -r
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand ports" -l interval -d 'With --counters: read them, wait this long (Ctrl-C ends the wait early), read them again and show what changed and the rate (e.g. 10s)' -r
@@ -296,8 +296,8 @@ complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l insecure -d
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -l json -d 'Print one JSON document instead of tables (schema: rdmadiag-json(7))'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand fabric" -s V -l version -d 'Print version'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read check fabric help" -f -a "devices" -d 'List RDMA devices: GUID, type, firmware, PCI id, ports and their state (read from sysfs)'
-complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read check fabric help" -f -a "ports" -d 'Show ports: state, link layer, speed, active IB MTU, netdev and its MTU, and the GID table with types and IPs'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read check fabric help" -f -a "devices" -d 'List RDMA devices: GUID, type, firmware, PCI id, PCIe link, NUMA node, ports and their state (read from sysfs)'
+complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read check fabric help" -f -a "ports" -d 'Show ports: state, link layer, speed, active IB MTU, netdev (its driver, speed and MTU), and the GID table with types and IPs; with -v, each device\'s limits, PCIe link and path, NUMA node, local CPUs and driver'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read check fabric help" -f -a "pingpong" -d 'SEND/RECV ping-pong round trips (like ibv_rc_pingpong): server without HOST, client with'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read check fabric help" -f -a "bw" -d 'Bandwidth and message rate of SEND, RDMA WRITE, RDMA READ or atomics (like ib_*_bw)'
 complete -c rdmadiag -n "__fish_rdmadiag_using_subcommand help; and not __fish_seen_subcommand_from devices ports pingpong bw lat write read check fabric help" -f -a "lat" -d 'Latency of SEND, RDMA WRITE, RDMA READ or atomics, with percentiles (like ib_*_lat)'

@@ -261,6 +261,8 @@ mod tests {
             rate_gbps: Some(2.5),
             netdev: Some("dummy0".into()),
             netdev_mtu: Some(1500),
+            netdev_speed_mbps: None,
+            netdev_driver: None,
             active_mtu: None,
             default_gid_index: Some(1),
             gids: vec![
