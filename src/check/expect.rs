@@ -81,6 +81,7 @@ fn verdict(p: &PortInfo, name: CheckName, expected: String, actual: String, ok: 
         expected,
         actual,
         ok,
+        skipped: false,
         value: None,
         settings: None,
         peer: None,
