@@ -200,4 +200,39 @@ mod tests {
             .collect();
         assert_eq!(up, ["0000:3a:00.0", "0000:39:00.0", "0000:38:00.0"]);
     }
+
+    #[test]
+    fn unknown_links_and_functions_without_link_files_read_as_none() {
+        let root = std::env::temp_dir().join(format!("rdmadiag-pci-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        let bridge = root.join("devices/pci0000:00/0000:00:1c.0");
+        let function = bridge.join("0000:01:00.0");
+        fs::create_dir_all(&function).unwrap();
+        for (name, text) in [
+            ("current_link_speed", "Unknown\n"),
+            ("current_link_width", "0\n"),
+            ("max_link_speed", "8.0 GT/s PCIe\n"),
+            ("max_link_width", "4\n"),
+        ] {
+            fs::write(bridge.join(name), text).unwrap();
+        }
+        fs::write(function.join("numa_node"), "-1\n").unwrap();
+        let class = root.join("class/infiniband/mlx4_0");
+        fs::create_dir_all(&class).unwrap();
+        std::os::unix::fs::symlink(&function, class.join("device")).unwrap();
+        let class_root = root.join("class/infiniband");
+        let f = pci_function(&class_root, "mlx4_0").expect("a PCI function");
+        assert!(f.ends_with("0000:01:00.0"), "{f:?}");
+        assert_eq!(link_attrs(&f), None, "no link files: conventional PCI");
+        assert_eq!(numa_node(&f), None, "-1 is no node");
+        assert_eq!(driver(&f), None);
+        let up = upstream(&f);
+        assert_eq!(up.len(), 1);
+        let b = link_attrs(&up[0]).unwrap();
+        assert_eq!((b.speed_gts, b.width), (None, None), "{b:?}");
+        assert_eq!((b.max_speed_gts, b.max_width), (Some(8.0), Some(4)));
+        assert_eq!(pci_function(&class_root, "rxe0"), None);
+        assert_eq!(sysfs_mount(&class_root), Some(root.as_path()));
+        fs::remove_dir_all(root).unwrap();
+    }
 }

@@ -182,3 +182,27 @@ fn numa_node_and_cpus_name_both_figures() {
     let c = numa(&none, &rules(Some(0), None), cpus);
     assert!(!c.ok && c.actual.contains("numa_node -1"), "{c:?}");
 }
+
+#[test]
+fn a_link_the_kernel_calls_unknown_is_not_judged_as_zero() {
+    let mut unknown = link("0000:3b:00.0", G4X16, G4X16);
+    unknown.speed_gts = None;
+    unknown.width = None;
+    // A bridge above that says Unknown is left out of the limit: the device's own link counts.
+    let mut bridge = link("0000:3a:00.0", G4X16, G4X16);
+    bridge.speed_gts = None;
+    let d = device(Some(link("0000:3b:00.0", G4X16, G4X16)), vec![bridge]);
+    assert!(pcie(&d, PcieRule::AtMaximum).ok);
+    // Nothing known on the whole path: skipped, saying why.
+    let d = device(Some(unknown.clone()), vec![]);
+    let c = pcie(&d, PcieRule::AtMaximum);
+    assert!(c.skipped && c.actual.contains("Unknown"), "{c:?}");
+    // No maximum to compare with: --expect-pcie is asked for.
+    let mut no_max = link("0000:3b:00.0", G4X16, G4X16);
+    no_max.max_speed_gts = None;
+    no_max.max_width = None;
+    let d = device(Some(no_max), vec![]);
+    let c = pcie(&d, PcieRule::AtMaximum);
+    assert!(c.skipped && c.actual.contains("--expect-pcie"), "{c:?}");
+    assert!(pcie(&d, PcieRule::AtLeast(parse_pcie_expect("4,16").unwrap())).ok);
+}
