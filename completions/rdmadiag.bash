@@ -313,7 +313,7 @@ _rdmadiag() {
             return 0
             ;;
         rdmadiag__subcmd__check)
-            opts="-o -d -h -V --expect-state --expect-rate --expect-width --expect-mtu --expect-link-layer --expect-gid --interval --max-error-delta --loopback-bw --loopback-lat --peer --key-file --peer-bw --peer-lat --tclass --sl --timeout --format --output --slurm-drain --json --device --help --version"
+            opts="-o -d -h -V --expect-state --expect-rate --expect-width --expect-mtu --expect-link-layer --expect-gid --pcie --expect-pcie --expect-numa --cpus --interval --max-error-delta --loopback-bw --loopback-lat --peer --key-file --peer-bw --peer-lat --tclass --sl --timeout --format --output --slurm-drain --json --device --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -337,6 +337,18 @@ _rdmadiag() {
                     ;;
                 --expect-link-layer)
                     COMPREPLY=($(compgen -W "infiniband ethernet" -- "${cur}"))
+                    return 0
+                    ;;
+                --expect-pcie)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --expect-numa)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cpus)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --interval)

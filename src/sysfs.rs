@@ -7,6 +7,8 @@ use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+pub mod pci;
+
 /// Root of the RDMA device tree in sysfs (overridable for tests).
 pub fn class_root() -> PathBuf {
     std::env::var_os("RDMADIAG_SYSFS_ROOT")

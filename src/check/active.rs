@@ -126,6 +126,7 @@ impl Verdict {
             expected,
             actual,
             ok,
+            skipped: false,
             value,
             settings: Some(self.settings),
             peer: self.peer,

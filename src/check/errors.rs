@@ -71,6 +71,7 @@ fn verdict(p: &PortInfo, d: &CounterDeltas, w: ErrorWatch, cut: bool) -> Check {
         ),
         actual,
         ok: d.error_delta <= w.max_delta,
+        skipped: false,
         value: Some(d.error_delta as f64),
         settings: None,
         peer: None,

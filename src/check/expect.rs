@@ -81,6 +81,7 @@ fn verdict(p: &PortInfo, name: CheckName, expected: String, actual: String, ok: 
         expected,
         actual,
         ok,
+        skipped: false,
         value: None,
         settings: None,
         peer: None,
@@ -261,6 +262,8 @@ mod tests {
             rate_gbps: Some(2.5),
             netdev: Some("dummy0".into()),
             netdev_mtu: Some(1500),
+            netdev_speed_mbps: None,
+            netdev_driver: None,
             active_mtu: None,
             default_gid_index: Some(1),
             gids: vec![

@@ -8,11 +8,15 @@ mod active;
 mod errors;
 mod expect;
 pub mod output;
+mod place;
 pub mod slurm;
 mod targets;
 
 pub use active::Peer;
 pub use expect::{Expectations, ExpectedState};
+pub use place::{
+    CpuList, PcieExpect, PcieRule, PlaceRules, cpu_list_text, parse_cpus, parse_pcie_expect,
+};
 pub use targets::{Target, parse_target};
 
 use crate::connect::control::Priority;
@@ -37,6 +41,8 @@ pub struct Plan {
     /// The ports to check; empty: every port of every device.
     pub targets: Vec<Target>,
     pub expect: Expectations,
+    /// Where each device sits: its PCIe link and NUMA node.
+    pub place: PlaceRules,
     pub errors: Option<ErrorWatch>,
     /// `--loopback-bw`: at least this many bits per second on each target.
     pub loopback_bw: Option<f64>,
@@ -119,6 +125,13 @@ pub fn run(plan: &Plan) -> Result<CheckReport> {
     for p in &ports {
         checks.extend(expect::evaluate(p, &plan.expect)?);
     }
+    let mut devices: Vec<String> = Vec::new();
+    for p in &ports {
+        if !devices.contains(&p.device) {
+            devices.push(p.device.clone());
+        }
+    }
+    checks.extend(place::evaluate(&devices, &plan.place)?);
     if let Some(w) = plan.errors {
         checks.extend(errors::watch(&ports, w, &deadline)?);
     }

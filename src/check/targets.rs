@@ -51,6 +51,7 @@ fn missing(target: String, device: Option<&str>, port: Option<u8>, actual: Strin
         expected: "present".into(),
         actual,
         ok: false,
+        skipped: false,
         value: None,
         settings: None,
         peer: None,

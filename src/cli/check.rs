@@ -2,7 +2,7 @@
 //! formats and Slurm.
 
 use super::{OutputArgs, PriorityArgs};
-use crate::check::{Target, parse_target};
+use crate::check::{CpuList, PcieExpect, Target, parse_cpus, parse_pcie_expect, parse_target};
 use crate::units::{
     parse_duration, parse_duration_with_unit, parse_rate, parse_rate_gbits, parse_size,
 };
@@ -117,6 +117,31 @@ pub struct CheckArgs {
     /// Each port has a usable RoCE v2 GID: one with an IPv4 or a routable IPv6 address.
     #[arg(long, help_heading = "Expectations")]
     pub expect_gid: bool,
+
+    /// Each device's PCIe link, and every link on its path to the root port, runs at the
+    /// device's maximum speed and width (sysfs max_link_speed, max_link_width): a card trained
+    /// at x8 of x16, or behind a bridge at Gen3, fails, naming the link and both figures. A
+    /// device with no PCI parent (Soft-RoCE) or no PCIe link attributes is skipped with a
+    /// note ("does not apply"), neither passed nor failed.
+    #[arg(long, help_heading = "Device placement")]
+    pub pcie: bool,
+
+    /// Like --pcie, but each device's slowest link on its path must reach this generation and
+    /// width instead of the device's maximum (an x16 card in an x8 slot on purpose: 4,8):
+    /// GEN,WIDTH as 4,16 or gen4,x16 (generations 1 to 6: 2.5, 5, 8, 16, 32, 64 GT/s).
+    #[arg(long, value_name = "GEN,WIDTH", value_parser = parse_pcie_expect,
+          help_heading = "Device placement")]
+    pub expect_pcie: Option<PcieExpect>,
+
+    /// Each device's NUMA node (sysfs numa_node of its PCI function; -1, no node, fails). A
+    /// device with no PCI parent is skipped with a note.
+    #[arg(long, value_name = "N", help_heading = "Device placement")]
+    pub expect_numa: Option<u32>,
+
+    /// Each device's NUMA node holds these CPUs (the job's, as taskset takes them: 0-15,32):
+    /// compared with /sys/devices/system/node/nodeN/cpulist.
+    #[arg(long, value_name = "LIST", value_parser = parse_cpus, help_heading = "Device placement")]
+    pub cpus: Option<CpuList>,
 
     /// Watch the error counters (counters/ and hw_counters/) for this long (e.g. 10s); with no
     /// --max-error-delta, any rise fails.

@@ -45,11 +45,20 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// List RDMA devices: GUID, type, firmware, PCI id, ports and their state (read from sysfs).
+    /// List RDMA devices: GUID, type, firmware, PCI id, PCIe link, NUMA node, ports and their
+    /// state (read from sysfs).
+    ///
+    /// The PCIe column is the link the device trained at ("Gen4 x16"), with its maximum when it
+    /// runs below it ("Gen4 x8 (max Gen4 x16)"), and the bridge that holds it back when a link
+    /// above it, up to the root port, is slower ("path Gen3 x16 (0000:39:00.0)"): what `lspci
+    /// -vv` shows as LnkSta and LnkCap for the device and each bridge. A device with no PCI
+    /// parent (Soft-RoCE, siw) says "no PCI parent (software device)". The JSON has every link
+    /// of the path, the local CPU list and the driver; `ports -v` shows them too.
     #[command(after_help = EXIT_CODES_HELP)]
     Devices(DevicesArgs),
-    /// Show ports: state, link layer, speed, active IB MTU, netdev and its MTU, and the GID table
-    /// with types and IPs.
+    /// Show ports: state, link layer, speed, active IB MTU, netdev (its driver, speed and MTU),
+    /// and the GID table with types and IPs; with -v, each device's limits, PCIe link and path,
+    /// NUMA node, local CPUs and driver.
     ///
     /// The active MTU is ibv_devinfo's active_mtu. On RoCE it is computed from the netdev MTU as
     /// the kernel does, without opening the device: the largest IB MTU (256 … 4096) that fits the
@@ -74,8 +83,19 @@ pub enum Command {
     /// Diagnose RDMA READ: read the peer's patterned buffer and verify every byte.
     #[command(after_help = EXIT_CODES_HELP)]
     Read(XferArgs),
-    /// Node health check: ports up at the expected rate, error counters still, short loopback
-    /// and peer tests; table, NHC lines, JSON or Prometheus; can drain a Slurm node.
+    /// Node health check: ports up at the expected rate, PCIe links at full speed and width, NICs
+    /// on the right NUMA node, error counters still, short loopback and peer tests; table, NHC
+    /// lines, JSON or Prometheus; can drain a Slurm node.
+    ///
+    /// Each rule asked for is a check with what was expected and what was found; exit 3 when
+    /// one fails. The PCIe and NUMA rules (--pcie, --expect-pcie, --expect-numa, --cpus) judge
+    /// each device once (target DEV): --pcie compares the slowest link on the device's path to
+    /// the root port (its own, or a bridge's above it) with the device's maximum, and a failure
+    /// names that link and both figures ("PCIe link x8 at 16.0 GT/s (Gen4) is narrower than its
+    /// maximum x16 (0000:3b:00.0)"). On a device with no PCI parent (Soft-RoCE, siw) these rules
+    /// do not apply: the check is reported as skipped ("does not apply: no PCI parent (software
+    /// device)", verdict skip, `skipped` in JSON), neither passed nor failed, and NHC prints
+    /// nothing for it.
     #[command(after_help = EXIT_CODES_HELP)]
     Check(CheckArgs),
     /// Test every link of a cluster in parallel rounds of pairs (bw both ways, lat), launched by

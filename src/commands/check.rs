@@ -2,7 +2,7 @@
 
 use crate::check::output::write_atomically;
 use crate::check::slurm::Slurm;
-use crate::check::{ErrorWatch, Expectations, Peer, Plan};
+use crate::check::{ErrorWatch, Expectations, PcieRule, Peer, PlaceRules, Plan};
 use crate::cli::{CheckArgs, CheckFormat};
 use crate::exit::{self, AfterReport, UsageError};
 use crate::report::check::{CheckReport, first_failure};
@@ -33,6 +33,15 @@ fn plan(a: &CheckArgs) -> Result<Plan> {
             mtu: a.expect_mtu,
             link_layer: a.expect_link_layer.map(Into::into),
             gid: a.expect_gid,
+        },
+        place: PlaceRules {
+            pcie: match (a.expect_pcie, a.pcie) {
+                (Some(e), _) => Some(PcieRule::AtLeast(e)),
+                (None, true) => Some(PcieRule::AtMaximum),
+                (None, false) => None,
+            },
+            numa: a.expect_numa,
+            cpus: a.cpus.clone(),
         },
         errors: a.interval.map(|interval| ErrorWatch {
             interval,

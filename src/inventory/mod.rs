@@ -4,6 +4,7 @@
 
 mod from_sysfs;
 mod from_verbs;
+mod place;
 
 use crate::counters::Snapshot;
 use crate::exit::UsageError;
@@ -111,6 +112,7 @@ fn device_info(root: &Path, facts: DeviceFacts, details: Option<DeviceDetails>) 
     let ports = facts.port_states.len() as u8;
     let active = facts.port_states.iter().filter(|s| s.is_active()).count() as u8;
     let pci = sysfs::pci_ids(root, &name);
+    let place = place::read(root, &name);
     DeviceInfo {
         node_guid: format_guid(facts.node_guid),
         sys_image_guid: format_guid(facts.sys_image_guid),
@@ -120,6 +122,10 @@ fn device_info(root: &Path, facts: DeviceFacts, details: Option<DeviceDetails>) 
         board_id: sysfs::device_attr(root, &name, "board_id"),
         pci_vendor_id: pci.map(|p| p.0),
         pci_device_id: pci.map(|p| p.1),
+        pcie: place.pcie,
+        numa_node: place.numa_node,
+        local_cpulist: place.local_cpulist,
+        driver: place.driver,
         phys_port_cnt: ports,
         ports_active: active,
         port_summary: format!("{active}/{ports} active"),
@@ -224,6 +230,12 @@ fn port_info(
         speed_per_lane_gbps: speed.map(|(_, g)| g),
         rate_gbps: lanes.zip(speed).map(|(l, (_, g))| l as f64 * g),
         netdev_mtu,
+        netdev_speed_mbps: netdev
+            .as_deref()
+            .and_then(|n| sysfs::pci::netdev_speed_mbps(root, n)),
+        netdev_driver: netdev
+            .as_deref()
+            .and_then(|n| sysfs::pci::netdev_driver(root, n)),
         active_mtu: active_mtu(facts.queried_mtu, rule, netdev_mtu),
         netdev,
         default_gid_index,

@@ -177,6 +177,17 @@ const CHECK: &[Example] = &[
         ],
     },
     Example {
+        what: "PCIe and NUMA: every device's link, and each bridge's on its path to the root \
+               port, at the device's maximum speed and width (a card trained at x8, or behind a \
+               Gen3 switch link, fails naming the link and both figures); or at least Gen4 x16 \
+               whatever the card could do; and the NIC on the NUMA node of the job's CPUs. A \
+               device with no PCI parent (Soft-RoCE) is skipped with a note, not passed:",
+        commands: &[
+            "rdmadiag check --pcie",
+            "rdmadiag check --expect-pcie gen4,x16 --expect-numa 0 --cpus 0-15",
+        ],
+    },
+    Example {
         what: "Move data too: a short loopback test per port (the HCA), and one against a \
                persistent server on another host (the cable and the switch); the settings of \
                each test are printed with the verdicts:",

@@ -26,6 +26,11 @@ pub enum CheckName {
     LinkLayer,
     /// A usable RoCE v2 GID (`--expect-gid`).
     Gid,
+    /// The device's PCIe link and the links on its path to the root port (`--pcie`,
+    /// `--expect-pcie`).
+    Pcie,
+    /// The device's NUMA node (`--expect-numa`, `--cpus`).
+    Numa,
     /// The error counters' rise over `--interval` (`--max-error-delta`).
     ErrorCounters,
     /// Loopback RDMA WRITE bandwidth on the port (`--loopback-bw`).
@@ -49,6 +54,8 @@ impl CheckName {
             CheckName::Mtu => "mtu",
             CheckName::LinkLayer => "link_layer",
             CheckName::Gid => "gid",
+            CheckName::Pcie => "pcie",
+            CheckName::Numa => "numa",
             CheckName::ErrorCounters => "error_counters",
             CheckName::LoopbackBw => "loopback_bw",
             CheckName::LoopbackLat => "loopback_lat",
@@ -77,6 +84,10 @@ pub struct Check {
     /// What was found, in the same words.
     pub actual: String,
     pub ok: bool,
+    /// The rule does not apply to this target (`pcie` on a device with no PCI parent): `ok`,
+    /// but not a pass; `actual` says why.
+    #[serde(default)]
+    pub skipped: bool,
     /// The figure measured, in base units: bytes per second (rates, bandwidths), seconds
     /// (latencies), a count (error counters), lanes (width), bytes (MTU), the sysfs number of
     /// a state (4 ACTIVE, 5 LINK_UP); None when nothing was measured.
@@ -122,6 +133,9 @@ pub struct CheckReport {
     pub passed: bool,
     /// How many checks failed.
     pub failed: usize,
+    /// How many checks did not apply (not failed, not passed).
+    #[serde(default)]
+    pub skipped: usize,
     /// Wall time of the whole run.
     pub elapsed_s: f64,
     /// The `--timeout` that bounded it.
@@ -135,10 +149,12 @@ impl CheckReport {
     /// A report of `checks`, with the verdict counted.
     pub fn new(checks: Vec<Check>, elapsed_s: f64, timeout_s: f64) -> CheckReport {
         let failed = checks.iter().filter(|c| !c.ok).count();
+        let skipped = checks.iter().filter(|c| c.skipped).count();
         CheckReport {
             checks,
             passed: failed == 0,
             failed,
+            skipped,
             elapsed_s,
             timeout_s,
             slurm: None,
@@ -154,8 +170,9 @@ impl CheckReport {
 /// A failed check in one phrase: "rate 2.5 Gb/s, expected 100 Gb/s", "no such device".
 pub fn what_failed(c: &Check) -> String {
     match c.name {
-        // "no such device (devices: mlx5_1)" says it all.
-        CheckName::Present => c.actual.clone(),
+        // "no such device (devices: mlx5_1)" says it all, as do the sentences of the
+        // device's place ("PCIe link x8 at 16.0 GT/s (Gen4) is narrower than its maximum x16").
+        CheckName::Present | CheckName::Pcie | CheckName::Numa => c.actual.clone(),
         _ => format!("{} {}, expected {}", c.name, c.actual, c.expected),
     }
 }
@@ -181,7 +198,9 @@ pub fn text(r: &CheckReport, style: Style) -> String {
             Cell::new(&c.target),
             Cell::new(&c.expected),
             Cell::new(&c.actual),
-            if c.ok {
+            if c.skipped {
+                Cell::new("skip")
+            } else if c.ok {
                 Cell::new("ok")
             } else {
                 style.alert("FAIL".into())
@@ -198,11 +217,14 @@ pub fn text(r: &CheckReport, style: Style) -> String {
             writeln!(out, "  {}: {s}", c.name).unwrap();
         }
     }
-    let verdict = if r.passed {
+    let mut verdict = if r.passed {
         "all passed".to_string()
     } else {
         format!("{} FAILED", r.failed)
     };
+    if r.skipped > 0 {
+        write!(verdict, ", {} skipped (did not apply)", r.skipped).unwrap();
+    }
     writeln!(
         out,
         "  {} checks in {:.2} s (--timeout {}): {verdict}",
@@ -243,6 +265,7 @@ pub(crate) mod tests {
             expected: "100 Gb/s".into(),
             actual: "2.5 Gb/s".into(),
             ok,
+            skipped: false,
             value,
             settings: None,
             peer: None,

@@ -108,6 +108,15 @@ fn check_family(name: CheckName) -> Option<(&'static str, &'static str)> {
             "rdmadiag_peer_latency_seconds",
             "Median RDMA WRITE latency (half round trip) to the peer server, seconds.",
         ),
+        CheckName::Pcie => (
+            "rdmadiag_pcie_link_bytes_per_second",
+            "Data bandwidth per direction of the slowest PCIe link from the device to the root \
+             port (lanes times transfer rate times line encoding), bytes per second.",
+        ),
+        CheckName::Numa => (
+            "rdmadiag_device_numa_node",
+            "NUMA node of the device's PCI function.",
+        ),
         CheckName::Present | CheckName::LinkLayer | CheckName::Gid => return None,
     })
 }
@@ -126,12 +135,14 @@ fn port_labels(c: &Check) -> String {
 
 /// The Prometheus text exposition format (version 0.0.4), base units, every family with HELP
 /// and TYPE: one `rdmadiag_check_ok` per check, the measured values, and the run's verdict,
-/// duration and time (`unix_time_s`, for alerts on a stale file).
+/// duration and time (`unix_time_s`, for alerts on a stale file). A check that did not apply
+/// has no `rdmadiag_check_ok` (it neither passed nor failed): the run counts it.
 pub fn check(r: &CheckReport, unix_time_s: f64) -> String {
     let mut out = Exposition::default();
     let ok: Vec<(String, f64)> = r
         .checks
         .iter()
+        .filter(|c| !c.skipped)
         .map(|c| {
             (
                 format!("check=\"{}\",{}", c.name, port_labels(c)),
@@ -173,6 +184,11 @@ pub fn check(r: &CheckReport, unix_time_s: f64) -> String {
         "rdmadiag_check_failed_checks",
         "How many checks of the run failed.",
         whole(r.failed as f64),
+    );
+    out.gauge(
+        "rdmadiag_check_skipped_checks",
+        "How many checks of the run did not apply (a PCIe rule on a device with no PCI parent).",
+        whole(r.skipped as f64),
     );
     out.gauge(
         "rdmadiag_check_duration_seconds",
