@@ -231,16 +231,19 @@ One suspect, one entry: the rules that charge the same host, link or group make 
 with every rule and reason under it.
 
 Retests, round after round (--retest-rounds, default 4): each suspect runs again (a host against \
-a host that passed, the next one each round; a link again; a group's first member against a \
-host outside it) until it is decided. Retests at the ratio clear it (a passing slowdown, a \
-busy host). It stays a suspect when a direction was at half the reference or below twice (the \
+a host that passed, the next one each round; where every host is involved, over the least \
+slow of its own links, never its slowest while another is left; a link again; a group's first \
+member against a host outside it) until it is decided. Retests whose median is at the ratio \
+clear it (a passing slowdown, a busy host). It stays a suspect when a direction was at half the reference or below twice (the \
 schedule and a retest, or two retests), or when every retest is below the ratio and the \
 retests alone stand out beyond the noise over two of them at least (one outlier is not a \
 fault); a retest that failed keeps it too. A fault the retests reproduce is never cleared. \
-Still undecided when the rounds run out, it is reported as undecided (not a suspect). A \
-suspect that could not be retested (no host passed, --no-retest, or the rounds ran out before \
-its turn, as for a link held by a host that ended undecided) stays one, unless all that \
-charged it was a small deficit within the noise. The report says how many retests were run.
+Still undecided when the rounds run out, it is reported as undecided (not a suspect). The \
+links a host held until the last round (cleared then, or undecided) get one more round of \
+their own. A suspect that could not be retested (no host passed, --no-retest) stays one, \
+unless all that charged it was a small deficit within the noise. Links confirmed slow the \
+same way at one host on most of its pairs (two or more) are that host: one bw-send, bw-recv \
+or bw-host suspect. The report says how many retests were run.
 
 What it cannot see: with 2 or 3 hosts the ratio rules are off (which end of a slow pair is slow \
 cannot be told; the output says so): use --expect-bw and --expect-lat. A fault shared by more \

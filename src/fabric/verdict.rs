@@ -362,6 +362,13 @@ pub fn judge_sheet_keeping<E, I: IntoIterator<Item = PairResult>>(
         run_retests,
         keep,
     )?;
+    // Each host's judged pairs, for the links that turn out to be one host's.
+    let mut pairs_of: std::collections::HashMap<u32, usize> = std::collections::HashMap::new();
+    for (_, p) in sheet.ok() {
+        *pairs_of.entry(sheet.rank(p.a)).or_default() += 1;
+        *pairs_of.entry(sheet.rank(p.b)).or_default() += 1;
+    }
+    let trials = consolidate::hosts_of_links(trials, &pairs_of, &reference, t);
     let (suspects, notes) = conclude(trials, &reference, t);
     Ok(Verdict {
         reference,
@@ -375,6 +382,7 @@ pub fn judge_sheet_keeping<E, I: IntoIterator<Item = PairResult>>(
 
 mod bandwidth;
 mod classify;
+mod consolidate;
 mod latency;
 mod partners;
 mod reference;

@@ -415,3 +415,76 @@ fn a_host_charged_by_its_own_slow_link_is_not_retested_over_that_link() {
         partners.borrow()
     );
 }
+
+#[test]
+fn links_confirmed_slow_out_of_one_host_on_most_of_its_pairs_are_that_host() {
+    // h1 sends at half the reference to h0, h2 and h3; each pair was charged as a link (its
+    // figures fell either side of the host rule's gate) and each link confirmed: one host.
+    let r = Reference {
+        bw_gbps: Some(10.0),
+        bw_spread: Some(0.1),
+        hosts: 4,
+        ..Reference::default()
+    };
+    let t = Thresholds::default();
+    let link_trial = |other: u32| {
+        let (a, b) = (1.min(other), 1.max(other));
+        // Slow from h1: Send when h1 is the lower rank, else Receive.
+        let direction = if a == 1 {
+            Direction::Send
+        } else {
+            Direction::Receive
+        };
+        let figures = |q: &mut PairResult| {
+            let (slow, fast) = (Some(5.0), Some(10.0));
+            (q.bw_gbps, q.bw_gbps_reverse) = if a == 1 { (slow, fast) } else { (fast, slow) };
+        };
+        let retests = (0..2)
+            .map(|_| {
+                let mut q = pair(a, b, 10.0, 5.0);
+                figures(&mut q);
+                Retest::of(&q, &r, &t)
+            })
+            .collect();
+        let mut x = Trial {
+            suspect: Suspect {
+                target: Target::Link {
+                    a: (a, name(a)),
+                    b: (b, name(b)),
+                },
+                charges: vec![Charge {
+                    rule: Rule::BwLink,
+                    reason: String::new(),
+                    gate: Gate::Noise,
+                    direction: Some(direction),
+                    ratios: vec![0.5],
+                    sigmas: 4.0,
+                }],
+            },
+            retests,
+            state: retest::State::Pending,
+        };
+        x.state = x.decide(&r, &t);
+        assert_eq!(x.state, retest::State::Confirmed, "{x:?}");
+        x
+    };
+    let pairs_of: std::collections::HashMap<u32, usize> = (0..4).map(|h| (h, 3)).collect();
+    let trials = vec![link_trial(0), link_trial(2), link_trial(3)];
+    let out = consolidate::hosts_of_links(trials, &pairs_of, &r, &t);
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert_eq!(
+        out[0].suspect.target,
+        Target::Host {
+            rank: 1,
+            host: name(1)
+        }
+    );
+    assert_eq!(out[0].suspect.rule(), Rule::BwSend);
+    assert_eq!(out[0].retests.len(), 6);
+    // One link out of a host is that link.
+    let out = consolidate::hosts_of_links(vec![link_trial(2)], &pairs_of, &r, &t);
+    assert!(
+        matches!(out[0].suspect.target, Target::Link { .. }),
+        "{out:?}"
+    );
+}
