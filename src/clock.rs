@@ -8,7 +8,10 @@
 //! frequency, the source of perftest's "Conflicting CPU frequency" warnings). Elsewhere, or
 //! where the two measurements disagree, samples come from the monotonic clock (std's
 //! `Instant`): a vDSO call, or a system call on a clocksource without one (the lab's HPET).
-//! `RDMADIAG_CLOCK=monotonic` forces the latter.
+//! `RDMADIAG_CLOCK=monotonic` forces the latter. `RDMADIAG_CLOCK=tsc` takes the TSC even where
+//! the CPU does not list it as invariant (as perftest always does), still calibrated and still
+//! checked twice, and says so: `tsc_forced` (for a benchmark that matches perftest's clock in a
+//! guest whose kernel keeps the TSC from its clocksource, as the lab's TCG guest).
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -21,6 +24,9 @@ use std::time::{Duration, Instant};
 pub enum ClockSource {
     /// x86-64's invariant time-stamp counter.
     Tsc,
+    /// x86-64's time-stamp counter taken with `RDMADIAG_CLOCK=tsc` where the CPU does not
+    /// list it as invariant.
+    TscForced,
     /// aarch64's virtual counter.
     Cntvct,
     /// CLOCK_MONOTONIC, through std's `Instant`.
@@ -31,6 +37,7 @@ impl fmt::Display for ClockSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             ClockSource::Tsc => "tsc",
+            ClockSource::TscForced => "tsc_forced",
             ClockSource::Cntvct => "cntvct",
             ClockSource::Monotonic => "monotonic",
         })
@@ -54,8 +61,12 @@ impl Clock {
     pub fn get() -> &'static Clock {
         static CLOCK: OnceLock<Clock> = OnceLock::new();
         CLOCK.get_or_init(|| {
-            let forced = std::env::var("RDMADIAG_CLOCK").is_ok_and(|v| v == "monotonic");
-            let counter = if forced { None } else { counter::calibrate() };
+            let asked = std::env::var("RDMADIAG_CLOCK").ok();
+            let counter = match asked.as_deref() {
+                Some("monotonic") => None,
+                Some("tsc") => counter::calibrate_forced(),
+                _ => counter::calibrate(),
+            };
             match counter {
                 Some((source, ns_per_tick)) => Clock {
                     source,
@@ -220,6 +231,11 @@ mod counter {
         Some((ClockSource::Tsc, super::agreed_rate(read)?))
     }
 
+    /// The TSC whatever the flags (`RDMADIAG_CLOCK=tsc`), if its two rates agree.
+    pub fn calibrate_forced() -> Option<(ClockSource, f64)> {
+        calibrate().or_else(|| Some((ClockSource::TscForced, super::agreed_rate(read)?)))
+    }
+
     #[inline]
     pub fn read() -> u64 {
         // SAFETY: RDTSC reads a register; it touches no memory, and every x86-64 CPU has it.
@@ -235,6 +251,11 @@ mod counter {
     /// The virtual counter, always constant-rate: (source, ns per tick).
     pub fn calibrate() -> Option<(ClockSource, f64)> {
         Some((ClockSource::Cntvct, super::agreed_rate(read)?))
+    }
+
+    /// `RDMADIAG_CLOCK=tsc` on aarch64: its counter is always trusted.
+    pub fn calibrate_forced() -> Option<(ClockSource, f64)> {
+        calibrate()
     }
 
     #[inline]
@@ -254,6 +275,10 @@ mod counter {
     use super::ClockSource;
 
     pub fn calibrate() -> Option<(ClockSource, f64)> {
+        None
+    }
+
+    pub fn calibrate_forced() -> Option<(ClockSource, f64)> {
         None
     }
 
@@ -307,7 +332,7 @@ mod tests {
             assert_eq!(c.source(), ClockSource::Tsc);
             assert!(c.hz() > 1e8, "{}", c.hz());
         }
-        if cfg!(target_arch = "x86_64") && !invariant {
+        if cfg!(target_arch = "x86_64") && !invariant && std::env::var("RDMADIAG_CLOCK").is_err() {
             assert_eq!(c.source(), ClockSource::Monotonic);
         }
     }

@@ -194,7 +194,10 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
         "RDMADIAG_CLOCK",
         "lat, write, read and pingpong: monotonic takes every latency sample from \
          CLOCK_MONOTONIC instead of the CPU's counter (the TSC where the kernel lists it as \
-         constant_tsc and nonstop_tsc, aarch64's virtual counter), to compare the two; the \
+         constant_tsc and nonstop_tsc, aarch64's virtual counter), to compare the two; tsc \
+         takes the TSC even where the CPU does not list it as invariant (as perftest always \
+         does; still calibrated against CLOCK_MONOTONIC_RAW, reported as tsc_forced): for \
+         benchmarks in a virtual machine whose kernel keeps the TSC from its clocksource. The \
          clock used is in the settings line and JSON's clock.",
     ),
     (
