@@ -76,14 +76,16 @@ run() {
             server=("ib_${op}_bw" -x 1 -p $port -s "$size" -n "$n")
             client=("ib_${op}_bw" -x 1 -p $port -s "$size" -n "$n" 10.77.0.1) ;;
         lat_*/rdmadiag)
-            server=("$bin" lat -p $port --timeout 120s)
-            client=("$bin" lat 10.77.0.1 -p $port --timeout 120s --op "$op" -s 2 -n "$n" -I 0 --timing perftest) ;;
+            # One TSC read per sample, as perftest's (RDMADIAG_CLOCK=tsc: the guest's kernel
+            # does not list the TSC as invariant, and its CLOCK_MONOTONIC is a system call).
+            server=(env RDMADIAG_CLOCK=tsc "$bin" lat -p $port --timeout 120s)
+            client=(env RDMADIAG_CLOCK=tsc "$bin" lat 10.77.0.1 -p $port --timeout 120s --op "$op" -s 2 -n "$n" -I 0 --timing perftest) ;;
         lat_*/peer)
             server=("ib_${op}_lat" -x 1 -p $port -s 2 -n "$n")
             client=("ib_${op}_lat" -x 1 -p $port -s 2 -n "$n" 10.77.0.1) ;;
         pingpong/rdmadiag)
-            server=("$bin" pingpong -p $port -s "$size" -n "$n" --timeout 120s)
-            client=("$bin" pingpong 10.77.0.1 -p $port -s "$size" -n "$n" --timeout 120s) ;;
+            server=(env RDMADIAG_CLOCK=tsc "$bin" pingpong -p $port -s "$size" -n "$n" --timeout 120s)
+            client=(env RDMADIAG_CLOCK=tsc "$bin" pingpong 10.77.0.1 -p $port -s "$size" -n "$n" --timeout 120s) ;;
         pingpong/peer)
             server=(ibv_rc_pingpong -g 1 -p $port -s "$size" -n "$n")
             client=(ibv_rc_pingpong -g 1 -p $port -s "$size" -n "$n" 10.77.0.1) ;;

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # pingpong.sh: benchmark `rdmadiag pingpong` against rdma-core's ibv_rc_pingpong on rxe0 in one lab guest.
 #
-# usage: bench/pingpong.sh        (BENCH_N=10 rounds, BENCH_ITERS=1000 round trips, BENCH_SIZE=4096)
+# usage: bench/pingpong.sh        (BENCH_N=10 rounds, BENCH_ITERS=1000 round trips, BENCH_SIZE=4096,
+#                                  BENCH_CLOCK=tsc: rdmadiag's sample clock, RDMADIAG_CLOCK=tsc, one
+#                                  TSC read per round trip where the guest's kernel does not list the
+#                                  TSC as invariant; monotonic, or default for rdmadiag's own choice)
 #
 # Builds the release binary here, then in ONE Soft-RoCE lab guest alternates, BENCH_N times, a
 # server+client pair of ibv_rc_pingpong (-g 1) and of rdmadiag pingpong with the same size and
@@ -20,7 +23,10 @@ set -euo pipefail
 # shellcheck source=scripts/lib/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib/common.sh"
 
-n=${BENCH_N:-10} iters=${BENCH_ITERS:-1000} size=${BENCH_SIZE:-4096}
+n=${BENCH_N:-10} iters=${BENCH_ITERS:-1000} size=${BENCH_SIZE:-4096} clock=${BENCH_CLOCK:-tsc}
+[[ $clock == tsc || $clock == monotonic || $clock == default ]] ||
+    die "BENCH_CLOCK is tsc (the default), monotonic or default"
+[[ $clock == default ]] && clock=
 for v in "$n" "$iters" "$size"; do
     [[ $v =~ ^[1-9][0-9]*$ ]] || die "BENCH_N, BENCH_ITERS and BENCH_SIZE must be positive whole numbers"
 done
@@ -30,7 +36,7 @@ bench_prepare
 cat >"$work/guest.sh" <<'GUEST'
 #!/bin/bash
 # Guest part of bench/pingpong.sh: alternate ibv_rc_pingpong and rdmadiag pingpong pairs.
-n=$1 iters=$2 size=$3 bin=$4 work=$5
+n=$1 iters=$2 size=$3 bin=$4 work=$5 clock=$6
 port=18800
 wait_port() { for _ in $(seq 200); do ss -ltn "sport = :$1" | grep -q LISTEN && return 0; sleep 0.05; done; return 1; }
 retries() { cat /sys/class/infiniband/rxe0/ports/1/hw_counters/completer_retry_err 2>/dev/null || echo 0; }
@@ -44,9 +50,9 @@ for ((i = 0; i < n; i++)); do
     echo "sample ibv $(sed -n 's/.* = \([0-9.]*\) usec\/iter/\1/p' <<<"$out") 0 $(($(retries) - r0))"
     port=$((port + 1))
     r0=$(retries)
-    "$bin" pingpong -s "$size" -n "$iters" -p $port >/dev/null 2>&1 &
+    RDMADIAG_CLOCK=$clock "$bin" pingpong -s "$size" -n "$iters" -p $port >/dev/null 2>&1 &
     wait_port $port || { echo "bench: rdmadiag server did not start"; exit 1; }
-    timeout 120 "$bin" pingpong 10.77.0.1 -s "$size" -n "$iters" -p $port --json >"$work/r.json" || { echo "bench: rdmadiag pingpong failed"; exit 1; }
+    RDMADIAG_CLOCK=$clock timeout 120 "$bin" pingpong 10.77.0.1 -s "$size" -n "$iters" -p $port --json >"$work/r.json" || { echo "bench: rdmadiag pingpong failed"; exit 1; }
     wait
     echo "sample rdmadiag $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r["usec_per_iter"], r["p999_us"] / r["median_us"])' "$work/r.json") $(($(retries) - r0))"
     # The environment's own tail: perftest's send latency test (a SEND/RECV ping-pong timed per
@@ -63,12 +69,12 @@ GUEST
 
 note "alternating $n rounds of ibv_rc_pingpong and rdmadiag pingpong ($iters x $size B) in the lab"
 lab_rc=0
-"$RDMADIAG_ROOT/scripts/lab" -- "$(printf '%q ' bash "$work/guest.sh" "$n" "$iters" "$size" "$bin" "$work")" \
+"$RDMADIAG_ROOT/scripts/lab" -- "$(printf '%q ' bash "$work/guest.sh" "$n" "$iters" "$size" "$bin" "$work" "$clock")" \
     >"$work/lab.out" 2>&1 || lab_rc=$?
 grep -v '^sample ' "$work/lab.out" >&2 || true
 ((lab_rc == 0)) || die "the lab run failed (exit $lab_rc)"
 
-python3 - "$work/lab.out" "$n" "$iters" "$size" <<'PY'
+python3 - "$work/lab.out" "$n" "$iters" "$size" "$clock" <<'PY'
 import statistics, sys
 samples = {"ibv": [], "rdmadiag": [], "perftest": []}
 for line in open(sys.argv[1]):
@@ -76,10 +82,13 @@ for line in open(sys.argv[1]):
     if len(p) == 5 and p[0] == "sample":
         samples[p[1]].append((float(p[2]), float(p[3]), int(p[4])))
 n, iters, size = sys.argv[2:5]
+clock = sys.argv[5] if len(sys.argv) > 5 else ""
 print(f"\n{n} alternating rounds of {iters} round trips of {size} B on rxe0 (TCG: compare ratios, not times)")
 print("(a) matched settings: RC, rx depth 500, path MTU 1024, every send signalled and waited for")
 print("every round trip; figure: usec/iter = elapsed / round trips (ibv_rc_pingpong's definition)")
 print(f"    server: ibv_rc_pingpong -g 1 -s {size} -n {iters}    rdmadiag pingpong -s {size} -n {iters}")
+print(f"    rdmadiag's sample clock: RDMADIAG_CLOCK={clock or '(unset: its own choice)'} (ibv_rc_pingpong reads "
+      "the time only at the start and the end)")
 print(f"    client: ibv_rc_pingpong -g 1 -s {size} -n {iters} 10.77.0.1    rdmadiag pingpong 10.77.0.1 -s {size} -n {iters}")
 print("(b) defaults against defaults: the same runs. Both tools' defaults are these settings (ibv_rc_pingpong")
 print("    needs -g 1 on RoCE to run at all; rdmadiag picks that GID itself), so one table serves both.\n")
