@@ -1,7 +1,6 @@
 //! What a port is expected to be (state, rate, width, MTU, link layer, a RoCE v2 GID), and the
 //! verdicts on one port's sysfs inventory.
 
-use super::targets::label;
 use crate::ib::{GidType, LinkLayer, PhysState, PortState};
 use crate::inventory::{self, PortQuery, Source};
 use crate::report::check::{Check, CheckName};
@@ -73,19 +72,7 @@ fn phys_number(s: PhysState) -> f64 {
 }
 
 fn verdict(p: &PortInfo, name: CheckName, expected: String, actual: String, ok: bool) -> Check {
-    Check {
-        name,
-        target: label(&p.device, p.port),
-        device: Some(p.device.clone()),
-        port: Some(p.port),
-        expected,
-        actual,
-        ok,
-        skipped: false,
-        value: None,
-        settings: None,
-        peer: None,
-    }
+    Check::judged(name, (&p.device, Some(p.port)), expected, actual, ok)
 }
 
 /// "2.5 Gb/s (1X SDR)", or "unknown" when sysfs has no valid rate.

@@ -103,19 +103,7 @@ impl PlaceRules {
 }
 
 fn verdict(d: &DeviceInfo, name: CheckName, expected: String, actual: String, ok: bool) -> Check {
-    Check {
-        name,
-        target: d.name.clone(),
-        device: Some(d.name.clone()),
-        port: None,
-        expected,
-        actual,
-        ok,
-        skipped: false,
-        value: None,
-        settings: None,
-        peer: None,
-    }
+    Check::judged(name, (&d.name, None), expected, actual, ok)
 }
 
 /// A rule that does not apply to this device: not a failure, not a pass either.

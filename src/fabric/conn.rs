@@ -35,6 +35,9 @@ pub(super) struct Conn {
     /// The coordinator's own address on this connection (what the rank dialled).
     pub(super) local: Option<IpAddr>,
     pub(super) peer: Option<IpAddr>,
+    /// Its reader refused it and ends it itself (its Abort may still be on the way): closing
+    /// it here does not shut it down.
+    pub(super) ended_by_reader: bool,
 }
 
 impl Drop for Conn {
@@ -42,7 +45,9 @@ impl Drop for Conn {
     /// of its own) and the rank at the other end see it at once: a run that unwinds on a signal
     /// or an error leaves no rank waiting.
     fn drop(&mut self) {
-        let _ = self.writer.shutdown(std::net::Shutdown::Both);
+        if !self.ended_by_reader {
+            let _ = self.writer.shutdown(std::net::Shutdown::Both);
+        }
     }
 }
 
@@ -104,15 +109,12 @@ fn spawn_reader(
         .spawn(move || {
             let mut lines = BufReader::new(&stream);
             let mut buf = Vec::new();
+            // The refusal is counted before the connection hears of it: an intruder that goes
+            // on to a rank's join finds its refusal in the report.
             let refuse = |mut stream: &TcpStream, why: String| {
-                let _ = protocol::send(
-                    &mut stream,
-                    &ToRank::Abort {
-                        reason: why.clone(),
-                    },
-                );
+                let _ = tx.send((id, Event::Refused(why.clone())));
+                let _ = protocol::send(&mut stream, &ToRank::Abort { reason: why });
                 let _ = stream.shutdown(std::net::Shutdown::Both);
-                let _ = tx.send((id, Event::Refused(why)));
             };
             let waiting = |e: anyhow::Error| {
                 let timed_out = e.downcast_ref::<std::io::Error>().is_some_and(|e| {
@@ -165,14 +167,9 @@ fn spawn_reader(
             let hello = match hello {
                 Ok(h) => h,
                 Err(why) => {
-                    let _ = sealer.send(
-                        &mut &stream,
-                        &ToRank::Abort {
-                            reason: why.clone(),
-                        },
-                    );
+                    let _ = tx.send((id, Event::Refused(why.clone())));
+                    let _ = sealer.send(&mut &stream, &ToRank::Abort { reason: why });
                     let _ = stream.shutdown(std::net::Shutdown::Both);
-                    let _ = tx.send((id, Event::Refused(why)));
                     return;
                 }
             };
@@ -312,6 +309,7 @@ impl Slots<'_> {
                 peer,
                 writer: s,
                 sealer: None,
+                ended_by_reader: false,
             },
         );
     }
@@ -423,6 +421,9 @@ pub(super) fn rendezvous(
                 Event::Joined(_) => continue,
                 Event::Refused(why) => {
                     if slots.pending.contains_key(&id) {
+                        if let Some(c) = slots.conns.get_mut(&id) {
+                            c.ended_by_reader = true;
+                        }
                         slots.close(id, Some(why));
                     }
                     continue;

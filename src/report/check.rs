@@ -98,6 +98,32 @@ pub struct Check {
     pub peer: Option<String>,
 }
 
+impl Check {
+    /// A passive rule's verdict on `device` (`port`: None for a rule on the whole device):
+    /// nothing measured, no settings, no peer.
+    pub fn judged(
+        name: CheckName,
+        (device, port): (&str, Option<u8>),
+        expected: String,
+        actual: String,
+        ok: bool,
+    ) -> Check {
+        Check {
+            name,
+            target: port.map_or_else(|| device.to_string(), |p| format!("{device}:{p}")),
+            device: Some(device.to_string()),
+            port,
+            expected,
+            actual,
+            ok,
+            skipped: false,
+            value: None,
+            settings: None,
+            peer: None,
+        }
+    }
+}
+
 /// What `--slurm-drain` did to this node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -2,19 +2,7 @@
 
 use super::*;
 use crate::ib::{DeviceTransport, NodeType};
-use crate::report::inventory::pcie::{PcieInfo, PcieLink};
-
-fn link(address: &str, cur: (f64, u32), max: (f64, u32)) -> PcieLink {
-    PcieLink {
-        address: address.into(),
-        speed_gts: Some(cur.0),
-        generation: PcieGen::from_gts(cur.0),
-        width: Some(cur.1),
-        max_speed_gts: Some(max.0),
-        max_generation: PcieGen::from_gts(max.0),
-        max_width: Some(max.1),
-    }
-}
+use crate::report::inventory::pcie::{PcieInfo, PcieLink, link};
 
 fn device(own: Option<PcieLink>, path: Vec<PcieLink>) -> DeviceInfo {
     let mut pcie = PcieInfo {

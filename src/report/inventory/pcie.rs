@@ -261,21 +261,23 @@ pub fn pcie_rows(p: Option<&PcieInfo>) -> Vec<(&'static str, String)> {
     rows
 }
 
+/// A link at `cur` (GT/s, lanes) of its maximum `max`, for tests.
+#[cfg(test)]
+pub(crate) fn link(address: &str, cur: (f64, u32), max: (f64, u32)) -> PcieLink {
+    PcieLink {
+        address: address.into(),
+        speed_gts: Some(cur.0),
+        generation: PcieGen::from_gts(cur.0),
+        width: Some(cur.1),
+        max_speed_gts: Some(max.0),
+        max_generation: PcieGen::from_gts(max.0),
+        max_width: Some(max.1),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn link(address: &str, cur: (f64, u32), max: (f64, u32)) -> PcieLink {
-        PcieLink {
-            address: address.into(),
-            speed_gts: Some(cur.0),
-            generation: PcieGen::from_gts(cur.0),
-            width: Some(cur.1),
-            max_speed_gts: Some(max.0),
-            max_generation: PcieGen::from_gts(max.0),
-            max_width: Some(max.1),
-        }
-    }
 
     #[test]
     fn generations_follow_the_transfer_rate() {
