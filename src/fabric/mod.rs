@@ -1,6 +1,7 @@
 //! `rdmadiag fabric`: test every link of a cluster in rounds of pairs, on an existing launcher
 //! (Slurm, MPI or a host list); rank 0 coordinates, gathers and judges. Nothing here prints.
 
+pub mod audit;
 pub mod auth;
 mod conn;
 pub use conn::fit_descriptors;

@@ -92,7 +92,7 @@ impl fmt::Display for PhysState {
 }
 
 /// Link layer of a port.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum LinkLayer {
     InfiniBand,
     Ethernet,
@@ -121,7 +121,7 @@ impl fmt::Display for LinkLayer {
 }
 
 /// An IB MTU (`enum ibv_mtu`), stored as its size in bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct Mtu(pub u32);
 

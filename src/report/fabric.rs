@@ -336,6 +336,7 @@ impl FabricReport {
     }
 }
 
+pub mod config;
 mod text;
 pub use text::{MATRIX_MAX_HOSTS, TEXT_MAX_ROWS, fabric_text};
 

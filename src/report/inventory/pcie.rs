@@ -115,6 +115,29 @@ impl PcieLink {
     pub fn max_text(&self) -> String {
         figures_text(self.max_width, self.max_speed_gts)
     }
+
+    /// "Gen4 x16": the current figures as a table cell or an audit value shows them.
+    pub fn short_text(&self) -> String {
+        short_figures(self.speed_gts, self.width)
+    }
+
+    /// "Gen4 x16" for the maximum.
+    pub fn max_short_text(&self) -> String {
+        short_figures(self.max_speed_gts, self.max_width)
+    }
+
+    /// Whether the link runs slower or narrower than its own maximum.
+    pub fn below_maximum(&self) -> bool {
+        below(self.speed_gts, self.max_speed_gts) || below_w(self.width, self.max_width)
+    }
+}
+
+/// A speed and a width in few words: "Gen4 x16", "8.5 GT/s x4" off the generations' rates.
+pub fn short_figures(speed_gts: Option<f64>, width: Option<u32>) -> String {
+    let generation = speed_gts
+        .and_then(PcieGen::from_gts)
+        .map_or_else(|| speed_text(speed_gts), |g| g.to_string());
+    format!("{generation} {}", width_text(width))
 }
 
 /// A width and a speed in words: "x8 at 16.0 GT/s (Gen4)".
@@ -194,30 +217,16 @@ pub fn pcie_cell(p: Option<&PcieInfo>) -> (String, bool) {
     let Some(link) = &p.link else {
         return ("no PCIe link attributes".into(), false);
     };
-    let short = |gts: Option<f64>, width: Option<u32>| {
-        let generation = gts
-            .and_then(PcieGen::from_gts)
-            .map_or_else(|| speed_text(gts), |g| g.to_string());
-        format!("{generation} {}", width_text(width))
-    };
-    let mut text = short(link.speed_gts, link.width);
-    let own_below =
-        below(link.speed_gts, link.max_speed_gts) || below_w(link.width, link.max_width);
+    let mut text = link.short_text();
+    let own_below = link.below_maximum();
     if own_below {
-        text.push_str(&format!(
-            " (max {})",
-            short(link.max_speed_gts, link.max_width)
-        ));
+        text.push_str(&format!(" (max {})", link.max_short_text()));
     }
     let mut low = own_below;
     if p.limited_upstream()
         && let Some(l) = &p.limit
     {
-        text.push_str(&format!(
-            ", path {} ({})",
-            short(l.speed_gts, l.width),
-            l.address
-        ));
+        text.push_str(&format!(", path {} ({})", l.short_text(), l.address));
         low = true;
     }
     (text, low)

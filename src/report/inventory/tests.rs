@@ -182,7 +182,7 @@ fn limits() -> DeviceLimits {
     }
 }
 
-fn device() -> DeviceInfo {
+pub(crate) fn device() -> DeviceInfo {
     DeviceInfo {
         name: "mlx5_0".into(),
         node_guid: "0c42:a103:0065:d4a6".into(),
