@@ -266,7 +266,10 @@ fn check_lat(v: &Value, op: &str, sizes: &[u64], iters: Option<u64>) {
     check_header(v, "lat", op, "RC");
     assert_eq!(v["latency_measure"], measure(op), "{v}");
     assert!(
-        matches!(v["clock"].as_str(), Some("tsc" | "cntvct" | "monotonic")),
+        matches!(
+            v["clock"].as_str(),
+            Some("tsc" | "cntvct" | "tsc_forced" | "monotonic")
+        ),
         "the samples' clock is named: {v}"
     );
     let lat = v["lat"].as_array().expect("lat[]");

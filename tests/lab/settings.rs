@@ -149,7 +149,10 @@ fn every_setting_that_shapes_a_figure_is_shown() {
     );
     // The samples' clock is named, as lat's.
     assert!(
-        matches!(v["clock"].as_str(), Some("tsc" | "cntvct" | "monotonic")),
+        matches!(
+            v["clock"].as_str(),
+            Some("tsc" | "cntvct" | "tsc_forced" | "monotonic")
+        ),
         "{v}"
     );
 }
