@@ -111,15 +111,6 @@ fn doc(o: &Output) -> serde_json::Value {
     serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(o)))
 }
 
-fn checks<'a>(v: &'a serde_json::Value, name: &str) -> Vec<&'a serde_json::Value> {
-    v["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["name"] == name)
-        .collect()
-}
-
 #[test]
 fn a_healthy_port_passes_in_every_format() {
     let root = fake_tree("healthy", false);

@@ -143,15 +143,6 @@ fn every_new_key_is_documented() {
     );
 }
 
-fn checks<'a>(doc: &'a Value, name: &str) -> Vec<&'a Value> {
-    doc["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["name"] == name)
-        .collect()
-}
-
 #[test]
 fn check_pcie_fails_the_downgraded_card_with_both_figures() {
     let o = run("gen4-x8-downgraded", &["check", "--pcie"]);

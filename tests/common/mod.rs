@@ -233,3 +233,13 @@ pub fn json_keys(v: &serde_json::Value, out: &mut std::collections::BTreeSet<Str
         _ => {}
     }
 }
+
+/// The checks named `name` in a `check --json` document.
+pub fn checks<'a>(doc: &'a serde_json::Value, name: &str) -> Vec<&'a serde_json::Value> {
+    doc["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["name"] == name)
+        .collect()
+}

@@ -1,19 +1,7 @@
 use super::*;
 use crate::ib::{GidType, LinkLayer, Mtu};
-use crate::report::inventory::pcie::{PcieGen, PcieInfo, PcieLink};
+use crate::report::inventory::pcie::{PcieInfo, link};
 use std::time::Instant;
-
-fn link(address: &str, cur: (f64, u32), max: (f64, u32)) -> PcieLink {
-    PcieLink {
-        address: address.into(),
-        speed_gts: Some(cur.0),
-        generation: PcieGen::from_gts(cur.0),
-        width: Some(cur.1),
-        max_speed_gts: Some(max.0),
-        max_generation: PcieGen::from_gts(max.0),
-        max_width: Some(max.1),
-    }
-}
 
 /// A healthy ConnectX-6 port on RoCE v2: Gen4 x16, 100 Gb/s, active MTU 1024.
 fn config() -> PortConfig {
