@@ -386,10 +386,6 @@ pub fn effective_cq_mod(
 mod tests {
     use super::*;
 
-    fn ms(n: u64) -> Duration {
-        Duration::from_millis(n)
-    }
-
     #[test]
     fn large_messages_get_a_completion_each_unless_asked() {
         assert_eq!(effective_cq_mod(100, false, 8192, QpType::Rc, 128), 100);
