@@ -12,8 +12,13 @@
 # Each client runs at two iteration counts, N and 3N, and a figure per operation is the
 # difference over 2N: start-up and teardown cancel. Every figure is printed for each repeat, so
 # the spread shows; the ratio is of the repeats' medians. The latency rows' instructions include
-# the wait loop's empty polls, which vary with the guest's timing: their spread says how much
-# they mean. Under TCG only counts (never times) mean anything.
+# the wait loop's empty polls, which vary with the guest's timing; so for the latency and
+# pingpong rows each client also runs under callgrind (one figure per instruction executed) and
+# its instructions are split: "wait" is every instruction executed more than WAIT_PER_OP (32)
+# times per operation (the spin on a completion or on the last byte, and the empty polls it
+# makes), "work" the rest (posting, the completion's handling, taking the sample). Work is what
+# the tool costs; wait only says how long it spun. Under TCG only counts (never times) mean
+# anything.
 # A benchmark, not a test: it fails only when a run fails, never because of a ratio.
 set -euo pipefail
 # shellcheck source=scripts/lib/common.sh
@@ -56,6 +61,14 @@ measure() {
                 "$@" >"$work/client.out" 2>"$work/valgrind.err" ||
                 fail "$* failed under valgrind: $(tail -5 "$work/valgrind.err")"
             sed -n 's/.*I *refs: *\([0-9,]*\).*/\1/p' "$work/valgrind.err" | tr -d , | tail -1 ;;
+        split)
+            # Every instruction's count, kept for the host to split into work and wait.
+            local out="$work/callgrind.$row.$tool.$n.$k"
+            timeout $T valgrind --tool=callgrind --dump-instr=yes --compress-pos=no \
+                --compress-strings=no --callgrind-out-file="$out" \
+                "$@" >"$work/client.out" 2>"$work/valgrind.err" ||
+                fail "$* failed under callgrind: $(tail -5 "$work/valgrind.err")"
+            echo "$out" ;;
     esac
 }
 
@@ -97,7 +110,7 @@ run() {
     v=$(measure "$how" "${client[@]}") || { echo "$v"; exit 1; }
     wait $spid || fail "${server[*]} failed: $(tail -5 "$work/server.out")"
     [[ -n $v ]] || fail "no $how count for ${client[*]}"
-    echo "sample $row $tool $how $n $v"
+    if [[ $how == split ]]; then echo "split $row $tool $n $v"; else echo "sample $row $tool $how $n $v"; fi
     if [[ $n == "$5" ]]; then echo "cmd $row $tool ${client[*]}"; fi
 }
 
@@ -114,7 +127,9 @@ for ((k = 0; k < repeat; k++)); do
     for row in $rows; do
         n1=$(($(base "$row") * scale))
         n3=$((3 * n1))
-        for how in syscalls instructions; do
+        hows="syscalls instructions"
+        [[ $row == bw_* ]] || hows+=" split"
+        for how in $hows; do
             for tool in rdmadiag peer; do
                 run "$row" "$tool" "$how" "$n1" "$n1"
                 run "$row" "$tool" "$how" "$n3" "$n1"
@@ -136,11 +151,34 @@ grep -v -e '^sample ' -e '^cmd ' "$work/lab.out" >&2 || true
 python3 - "$work/lab.out" "$rows" <<'PY'
 import statistics, sys
 # (row, tool, measure) -> {n: [values, one per repeat]}
+WAIT_PER_OP = 32
+
+def split(path, ops):
+    """(work, wait) instructions of a callgrind profile: an instruction executed more than
+    WAIT_PER_OP times per operation is the wait loop's."""
+    counts, ob, skip = {}, None, False
+    for line in open(path):
+        if skip:
+            skip = False
+        elif line.startswith("ob="):
+            ob = line[3:].strip()
+        elif line.startswith("calls="):
+            skip = True  # the next line is the call's inclusive cost, counted in the callee
+        elif line.startswith("0x"):
+            addr, _line, ir = line.split()[:3]
+            counts[(ob, addr)] = counts.get((ob, addr), 0) + int(ir)
+    wait = sum(c for c in counts.values() if c > WAIT_PER_OP * ops)
+    return sum(counts.values()) - wait, wait
+
 runs, cmds = {}, {}
 for line in open(sys.argv[1]):
     p = line.split()
     if len(p) == 6 and p[0] == "sample":
         runs.setdefault((p[1], p[2], p[3]), {}).setdefault(int(p[4]), []).append(int(p[5]))
+    elif len(p) == 5 and p[0] == "split":
+        work, wait = split(p[4], int(p[3]))
+        for how, v in (("work", work), ("wait", wait)):
+            runs.setdefault((p[1], p[2], how), {}).setdefault(int(p[3]), []).append(v)
     elif len(p) > 3 and p[0] == "cmd":
         cmds.setdefault((p[1], p[2]), " ".join(p[3:]))
 peer = lambda row: "ibv_rc_pingpong" if row == "pingpong" else "perftest"
@@ -148,7 +186,8 @@ print("\nper operation: (count at 3N - count at N) / 2N, each repeat; ratio of t
       "(goal <= 1.00)\n")
 print(f"{'row':<14}{'measure':<14}{'rdmadiag per op':>28}{'peer per op':>28}{'ratio':>8}")
 for row in sys.argv[2].split():
-    for how in ("instructions", "syscalls"):
+    hows = ("instructions", "syscalls") if row.startswith("bw_") else ("instructions", "work", "wait", "syscalls")
+    for how in hows:
         per = {}
         for tool in ("rdmadiag", "peer"):
             by_n = runs.get((row, tool, how))

@@ -25,9 +25,14 @@ const BW: Items = &[
          receives (no report is swapped) and counts its own -n messages per QP, so give both \
          sides the same -n. Start the server with -s at least this side's largest size (or \
          -a): its buffer is registered for its own -s, and a larger transfer fails with a line \
-         naming -s. ib_atomic_bw's server leaves random bytes in its targets: this side reads \
-         each target before the run and checks after it that it holds that value plus the \
-         fetch-and-adds completed (compare-and-swap 0 for 0: unchanged), exit 4 otherwise.",
+         naming -s. Like perftest's client, for sizes up to half the cycle buffer (the larger \
+         page size of the two hosts) the local bytes and remote address step through that \
+         buffer by the size rounded up to a cache line: per operation with -l 1, and with a \
+         post list request i always at position i, as perftest lays out its lists (the \
+         settings line and JSON's address_steps say so). ib_atomic_bw's server leaves random bytes in its targets: this side reads \
+         every word its operations step through before the run and checks after it that \
+         their sum grew by the fetch-and-adds completed (compare-and-swap 0 for 0: \
+         unchanged), exit 4 otherwise.",
     ),
     (
         "Serving perftest clients",
@@ -66,10 +71,9 @@ const BW: Items = &[
     (
         "Not yet",
         "UC and UD SEND, -b, -D with SEND and rdma_cm (-R) against perftest, and perftest \
-         clients of a --persist server (which names them on one line and goes on). As a \
-         client this side writes, reads and adds at one remote address, where perftest's \
-         client steps through the server's cycle buffer a cache line at a time (this side's \
-         server spans that buffer for perftest's clients).",
+         clients of a --persist server (which names them on one line and goes on). Serving \
+         a perftest client, this side's receives land at one address (perftest's server steps \
+         them too).",
     ),
 ];
 

@@ -73,6 +73,18 @@ pub struct BwResult {
     /// With -b: server to client, as the server measured it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reverse: Option<BwFigures>,
+    /// Against a perftest server: how each operation's addresses stepped through its cycle
+    /// buffer, as perftest's clients step them (absent: every operation used one address).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address_steps: Option<AddressSteps>,
+}
+
+/// perftest's address stepping in one bandwidth round: operation k (with a post list, request k
+/// of each list) goes `(k % positions) * stride_bytes` past the first local and remote addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AddressSteps {
+    pub stride_bytes: u64,
+    pub positions: u64,
 }
 
 impl BwResult {
@@ -91,6 +103,7 @@ impl BwResult {
             peer: None,
             forward: None,
             reverse: None,
+            address_steps: None,
         }
     }
 
@@ -266,6 +279,17 @@ fn settings_text(r: &PerfReport) -> String {
             mods.join("/"),
             r.cq_mod
         ));
+        let steps: Vec<String> =
+            r.bw.iter()
+                .filter_map(|b| b.address_steps)
+                .map(|a| format!("{} B x {}", a.stride_bytes, a.positions))
+                .collect();
+        if !steps.is_empty() {
+            parts.push(format!(
+                "addresses stepped as perftest's client steps them ({})",
+                steps.join(", ")
+            ));
+        }
     }
     if let Some(o) = r.outstanding_reads {
         let what = if r.op.is_atomic() { "atomics" } else { "reads" };

@@ -11,6 +11,7 @@ mod error;
 mod mr;
 mod pd;
 mod qp;
+mod send_list;
 mod send_op;
 
 pub use ah::{AddressHandle, GlobalRoute, PathAttr};
@@ -28,6 +29,7 @@ pub use qp::{
     QpCaps, QpType, QueuePair, RemoteQp, RtrParams, RtsParams, SendList, SendOp, SendRequest,
     UdDest,
 };
+pub use send_list::AddressCycle;
 // The values the verbs report are the InfiniBand vocabulary's, shared with sysfs and the reports.
 pub use crate::ib::{
     AtomicCap, DeviceLimits, DeviceTransport, Gid, GidEntry, GidType, LinkLayer, Mtu, NodeType,

@@ -5,6 +5,7 @@ use super::cq::CompletionQueue;
 use super::error::VerbsError;
 use super::mr::{Access, MemoryRegion};
 use super::pd::ProtectionDomain;
+pub use super::send_list::SendList;
 pub use super::send_op::SendOp;
 use crate::ib::Mtu;
 use rdma_sys::*;
@@ -318,7 +319,7 @@ impl QueuePair {
         self.modify(&mut a, m, format!("RTR->RTS (sq_psn 0x{:06x})", p.sq_psn))
     }
 
-    fn sge(
+    pub(super) fn sge(
         mr: &MemoryRegion,
         range: &Range<usize>,
         what: &'static str,
@@ -434,7 +435,7 @@ impl QueuePair {
 }
 
 /// Fill one WR and its SGE from a request (validating the local range).
-fn fill_send_wr(
+pub(super) fn fill_send_wr(
     req: &SendRequest<'_>,
     wr: &mut ibv_send_wr,
     sge: &mut ibv_sge,
@@ -462,82 +463,6 @@ fn fill_send_wr(
         };
     }
     Ok(())
-}
-
-/// A reusable, pre-allocated chain of send work requests for post lists: fill slots once with
-/// [`set`](Self::set), adjust `wr_id`/signaling per post, post with
-/// [`QueuePair::post_send_list`]. It borrows the buffers and AHs its requests name for `'a`.
-pub struct SendList<'a> {
-    wrs: Box<[ibv_send_wr]>,
-    sges: Box<[ibv_sge]>,
-    /// Slots filled without a UD destination (refused on UD QPs).
-    ud_missing: Box<[bool]>,
-    len: usize,
-    _borrows: std::marker::PhantomData<&'a MemoryRegion>,
-}
-
-// SAFETY: the raw pointers inside point at the list's own arrays or at MRs/AHs borrowed for 'a,
-// which are Sync; the list is only used through &mut.
-unsafe impl Send for SendList<'_> {}
-
-impl<'a> SendList<'a> {
-    /// Room for `capacity` requests.
-    pub fn new(capacity: usize) -> Self {
-        let capacity = capacity.max(1);
-        SendList {
-            // SAFETY: ibv_send_wr/ibv_sge are plain data; all-zero is valid.
-            wrs: (0..capacity).map(|_| unsafe { mem::zeroed() }).collect(),
-            // SAFETY: as above.
-            sges: (0..capacity).map(|_| unsafe { mem::zeroed() }).collect(),
-            ud_missing: vec![true; capacity].into_boxed_slice(),
-            len: 0,
-            _borrows: std::marker::PhantomData,
-        }
-    }
-
-    pub fn capacity(&self) -> usize {
-        self.wrs.len()
-    }
-
-    /// Fill slot `i` (< capacity) from `req`; slots up to `i` count as filled.
-    pub fn set(&mut self, i: usize, req: &SendRequest<'a>) -> Result<(), VerbsError> {
-        if i >= self.wrs.len() {
-            return Err(VerbsError::new(
-                "ibv_post_send",
-                format!("post list slot {i} beyond its capacity {}", self.wrs.len()),
-                libc::EINVAL,
-            ));
-        }
-        fill_send_wr(req, &mut self.wrs[i], &mut self.sges[i])?;
-        self.ud_missing[i] = req.ud.is_none();
-        self.len = self.len.max(i + 1);
-        Ok(())
-    }
-
-    /// Change slot `i`'s id and whether it is signaled (the hot path: no validation needed).
-    pub fn mark(&mut self, i: usize, wr_id: u64, signaled: bool) {
-        if let Some(wr) = self.wrs.get_mut(i) {
-            wr.wr_id = wr_id;
-            if signaled {
-                wr.send_flags |= ibv_send_flags::IBV_SEND_SIGNALED.0;
-            } else {
-                wr.send_flags &= !ibv_send_flags::IBV_SEND_SIGNALED.0;
-            }
-        }
-    }
-
-    /// Change slot `i`'s immediate value, turning a SEND into a SEND with immediate.
-    pub fn set_send_imm(&mut self, i: usize, imm: Option<u32>) {
-        if let Some(wr) = self.wrs.get_mut(i) {
-            match imm {
-                Some(v) => {
-                    wr.opcode = ibv_wr_opcode::IBV_WR_SEND_WITH_IMM;
-                    wr.imm_data_invalidated_rkey_union.imm_data = v.to_be();
-                }
-                None => wr.opcode = ibv_wr_opcode::IBV_WR_SEND,
-            }
-        }
-    }
 }
 
 impl Drop for QueuePair {

@@ -93,6 +93,20 @@ impl SendOp {
         }
     }
 
+    /// This operation `offset` bytes further into the peer's memory (SENDs have no address).
+    pub(super) fn shifted(self, offset: u64) -> SendOp {
+        let mut op = self;
+        match &mut op {
+            SendOp::Send | SendOp::SendWithImm(_) => {}
+            SendOp::Write { remote_addr, .. }
+            | SendOp::WriteWithImm { remote_addr, .. }
+            | SendOp::Read { remote_addr, .. }
+            | SendOp::FetchAdd { remote_addr, .. }
+            | SendOp::CmpSwap { remote_addr, .. } => *remote_addr += offset,
+        }
+        op
+    }
+
     /// Why this request cannot be posted as an atomic (its local range must be 8 bytes, not
     /// inline, its remote address 8-byte aligned); None for a fit one or a non-atomic op.
     pub(super) fn atomic_misfit(self, local_len: usize, inline: bool) -> Option<String> {

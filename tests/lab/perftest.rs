@@ -119,6 +119,29 @@ fn bw_client_against_ib_write_bw_and_ib_read_bw() {
         v["outstanding_reads"].as_u64().is_some_and(|o| o >= 1),
         "{v}"
     );
+    // 64 KiB is past half the cycle buffer (a page): one address, as perftest's client.
+    assert!(v["bw"][0]["address_steps"].is_null(), "{v}");
+    // A small WRITE steps through the server's cycle buffer a cache line at a time.
+    let (v, out) = against(
+        "ib_write_bw",
+        &["-s", "64"],
+        "18729",
+        &["--op", "write", "-s", "64", "-n", "1000", "-l", "1"],
+    );
+    agree(&v, &out, 64, 1000);
+    assert_stepped(&v, 64);
+}
+
+/// The run's first bw entry stepped its addresses by `size` rounded up to a cache line,
+/// through a cycle buffer (a page: at least 4 KiB) of more than one position.
+pub(crate) fn assert_stepped(v: &Value, size: u64) {
+    let steps = &v["bw"][0]["address_steps"];
+    let stride = steps["stride_bytes"].as_u64().unwrap_or(0);
+    let positions = steps["positions"].as_u64().unwrap_or(0);
+    assert!(stride >= size && stride.is_multiple_of(64), "{v}");
+    assert!(positions >= 2 && stride * positions >= 4096, "{v}");
+    let settings = format!("{} B x {}", stride, positions);
+    eprintln!("addresses stepped: {settings}");
 }
 
 #[test]

@@ -6,7 +6,7 @@
 //! verification starts from what it reads there. TCP ports 18752-18758.
 
 use crate::common::*;
-use crate::perftest::{HOST, LIMIT, against, agree, serving};
+use crate::perftest::{HOST, LIMIT, against, agree, assert_stepped, serving};
 use crate::require_rxe0;
 use std::process::Output;
 
@@ -30,6 +30,8 @@ fn atomics_against_ib_atomic_bw_and_ib_atomic_lat_servers() {
         );
         assert_eq!(v["op"], op, "{v}");
         agree(&v, &out, 8, 200);
+        // Stepped through the server's cycle buffer; every word it stepped through checked.
+        assert_stepped(&v, 8);
         // lat: every returned value checked against the chain from perftest's random target.
         let (v, _) = against(
             "ib_atomic_lat",

@@ -8,7 +8,7 @@ use super::{Op, Progress};
 use crate::connect::control::QpType;
 use crate::connect::endpoint::{Endpoint, RemoteMemory};
 use crate::connect::test_qp::TestQp;
-use crate::verbs::{Completion, SendList, SendOp, SendRequest, UdDest};
+use crate::verbs::{AddressCycle, Completion, SendList, SendOp, SendRequest, UdDest};
 use anyhow::{Result, anyhow, bail};
 use samples::peak_bytes;
 pub use samples::{PEAK_MIN_SAMPLES, PEAK_MIN_WINDOW, Samples, peak_rate};
@@ -57,6 +57,10 @@ pub struct BwParams {
     /// Longest time without any completion before the run is declared stuck.
     pub timeout: Duration,
     pub peer: String,
+    /// Step each operation's local bytes and remote address through a cycle buffer, as
+    /// perftest's clients do (one request per post: per operation; a post list: request i
+    /// at position i); None: one address each.
+    pub cycle: Option<AddressCycle>,
 }
 
 /// What one side measured.
@@ -176,18 +180,19 @@ pub fn run(
         };
         let mut list = SendList::new(list_cap);
         for slot in 0..list_cap {
-            list.set(
-                slot,
-                &SendRequest {
-                    wr_id: 0,
-                    op,
-                    mr: &tq.mr,
-                    range: 0..p.size,
-                    signaled: false,
-                    inline: p.inline,
-                    ud,
-                },
-            )?;
+            let req = SendRequest {
+                wr_id: 0,
+                op,
+                mr: &tq.mr,
+                range: 0..p.size,
+                signaled: false,
+                inline: p.inline,
+                ud,
+            };
+            match p.cycle {
+                Some(cycle) => list.set_cycled(slot, &req, cycle)?,
+                None => list.set(slot, &req)?,
+            }
         }
         states.push(QpState {
             tq,
@@ -199,6 +204,9 @@ pub fn run(
             stopped: !p.receive,
         });
     }
+    // With a cycle (perftest's), one request per post steps per operation; a post list's
+    // request i always goes to position i, as perftest lays its lists out.
+    let position = |seq: u64, slot: usize| if list_cap == 1 { seq } else { slot as u64 };
     let mut wcs = [Completion::default(); 16];
     let mut samples = Samples::new();
     let start = Instant::now();
@@ -228,6 +236,7 @@ pub fn run(
                 if ending {
                     if in_flight < p.tx_depth as u64 {
                         // One last signaled request (a SEND carries the stop mark).
+                        s.list.place(0, position(s.posted, 0));
                         s.list.mark(0, s.posted, true);
                         if p.op == Op::Send {
                             s.list.set_send_imm(0, Some(STOP_IMM));
@@ -244,6 +253,7 @@ pub fn run(
                     if room > 0 {
                         for i in 0..room {
                             let seq = s.posted + i as u64;
+                            s.list.place(i, position(seq, i));
                             s.list.mark(i, seq, (seq + 1).is_multiple_of(cq_mod));
                         }
                         s.tq.qp.post_send_list(&mut s.list, room)?;

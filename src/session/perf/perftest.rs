@@ -124,6 +124,8 @@ struct SetUp {
     remotes: Vec<Endpoint>,
     /// Our key per QP, re-sent at every later handshake.
     mine: Vec<PerftestKey>,
+    /// The cycle buffer and cache line both sides use.
+    sys: SysData,
 }
 
 fn set_up(
@@ -140,8 +142,8 @@ fn set_up(
     let ours = spec.link.mtu.map_or(local.active_mtu(), Mtu);
     let mtu = pt.mtu(ours)?;
     phase::enter(QP_SETUP, None);
-    // A perftest client steps its remote address through the cycle buffer: the server's
-    // buffer spans at least that.
+    // A perftest client steps its local and remote addresses through the cycle buffer, as
+    // ours does against a perftest server: each side's buffer spans at least that.
     let max = max_size(p) as u64;
     let span = max.max(u64::from(sys.cycle_buffer));
     let recipe = PerfQps {
@@ -149,11 +151,7 @@ fn set_up(
         kind,
         p,
         side,
-        min_buffer: if side == Side::Responder {
-            span as usize
-        } else {
-            0
-        },
+        min_buffer: span as usize,
     };
     let mut qps = (0..recipe.count())
         .map(|_| recipe.make(local))
@@ -216,7 +214,12 @@ fn set_up(
             pt.who()
         ),
     );
-    Ok(SetUp { qps, remotes, mine })
+    Ok(SetUp {
+        qps,
+        remotes,
+        mine,
+        sys,
+    })
 }
 
 /// A later handshake: perftest re-sends the same key each time, so one that differs is the first
@@ -237,6 +240,7 @@ struct Met {
     qps: Vec<TestQp>,
     remotes: Vec<Endpoint>,
     mine: Vec<PerftestKey>,
+    sys: SysData,
     report: PerfReport,
 }
 
@@ -258,7 +262,12 @@ fn meet(
     };
     let mut pt = PerftestPeer::start(ch, lead)?;
     let local = choose_port(&opts.choice, Some(local_ip))?;
-    let SetUp { qps, remotes, mine } = set_up(&mut pt, opts, spec, (kind, p, side), &local)?;
+    let SetUp {
+        qps,
+        remotes,
+        mine,
+        sys,
+    } = set_up(&mut pt, opts, spec, (kind, p, side), &local)?;
     let mut report = empty_report(kind, p, spec, &qps, &remotes[0]);
     report.compat = Some(format!("perftest {}", pt.theirs));
     Ok(Met {
@@ -266,6 +275,7 @@ fn meet(
         qps,
         remotes,
         mine,
+        sys,
         report,
     })
 }
@@ -283,6 +293,7 @@ pub fn perftest_client(
         mut qps,
         remotes,
         mine,
+        sys,
         mut report,
     } = meet(dial(opts)?, opts, spec, &p, kind, Side::Initiator)?;
     let peer = pt.peer().to_string();
@@ -315,9 +326,11 @@ pub fn perftest_client(
         }
         return Ok(report);
     }
-    // perftest's atomic targets hold random bytes: read them before the run.
+    // perftest's atomic targets hold random bytes: read them before the run. Operations step
+    // through the server's cycle buffer, as perftest's clients' do.
     let cx = RoundContext {
         targets: Targets::AsFound,
+        cycle: Some(sys),
         ..RoundContext::new((kind, spec, &p), Side::Initiator, opts.timeout, &peer)
     };
     let max = max_size(&p) as u64;
@@ -388,6 +401,7 @@ pub fn perftest_serve(stream: TcpStream, opts: &SessionOptions, spec: &TestSpec)
         remotes,
         mine,
         mut report,
+        ..
     } = meet(stream, opts, spec, &p, kind, Side::Responder)?;
     let version = pt.theirs;
     phase::enter(TRANSFER, None);

@@ -85,10 +85,10 @@ pub(super) fn lat_round(
                 ..RoundContext::new((Kind::Lat, spec, p), side, timeout, peer)
             };
             let mems = [Some(mem)];
-            let bases = targets_before(&qps[..1], &mems, &cx)?;
+            let bases = targets_before(&qps[..1], &mems, &cx, None)?;
             lp.atomic_base = bases[0];
             let o = lat::run_serial(&qps[0], mem, &lp, &STOP)?;
-            check_targets(qps, &mems, (p.op, true), (&bases, o.iterations), &cx)?;
+            check_targets(qps, &mems, (p.op, true), (&bases, o.iterations, None), &cx)?;
             (Ok(o), 1.0)
         }
         _ => return Ok(None),

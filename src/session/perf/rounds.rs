@@ -5,15 +5,17 @@ use super::qps::{pp_params, recv_len};
 use super::{Kind, RX_DEPTH, gbps, max_size};
 use crate::connect::control::{Batch, Op, PerfSpec, TestSpec};
 use crate::connect::endpoint::{Endpoint, RemoteMemory};
+use crate::connect::perftest_wire::SysData;
 use crate::connect::test_qp::TestQp;
 use crate::perf::atomic::{self, Targets};
 use crate::perf::bw::{self, BwOutcome, BwParams, StreamEnd};
 use crate::perf::lat::{self, LatParams};
 use crate::perf::{Progress, Side, verify};
 use crate::pingpong;
-use crate::report::perf::{BwResult, LatResult};
+use crate::report::perf::{AddressSteps, BwResult, LatResult};
 use crate::session::STOP;
 use crate::stats::LatencyRecorder;
+use crate::verbs::AddressCycle;
 use anyhow::{Result, anyhow};
 use std::time::Duration;
 
@@ -31,6 +33,7 @@ pub(super) fn bw_result(size: u32, cq_mod: u32, o: &BwOutcome) -> BwResult {
         peer: None,
         forward: None,
         reverse: None,
+        address_steps: None,
     }
 }
 
@@ -60,6 +63,9 @@ pub(super) struct RoundContext<'a> {
     pub end: StreamEnd,
     /// Atomics: what the initiator knows of the peer's targets before a round.
     pub targets: Targets,
+    /// A perftest peer's cycle buffer and cache line: the initiator's bandwidth operations
+    /// step through it as perftest's clients do (None: one address each).
+    pub cycle: Option<SysData>,
 }
 
 impl<'a> RoundContext<'a> {
@@ -79,6 +85,7 @@ impl<'a> RoundContext<'a> {
             peer,
             end: StreamEnd::StopMark,
             targets: Targets::Zeroed,
+            cycle: None,
         }
     }
 }
@@ -148,18 +155,25 @@ pub(super) fn run_round(
                 end: cx.end,
                 timeout,
                 peer: peer.to_string(),
+                cycle: cx.address_cycle(size as usize),
             };
             let atomics = p.op.is_atomic() && initiator;
             let bases = if atomics {
-                targets_before(qps, &mems, cx)?
+                targets_before(qps, &mems, cx, bp.cycle)?
             } else {
                 Vec::new()
             };
             let o = bw::run(qps, remotes, &bp, progress, &STOP)?;
             if atomics {
-                check_targets(qps, &mems, (p.op, false), (&bases, o.messages), cx)?;
+                let targets = (&bases[..], o.messages, bp.cycle);
+                check_targets(qps, &mems, (p.op, false), targets, cx)?;
             }
-            Ok(Some(RoundOutcome::Bw(bw_result(size, cq_mod, &o))))
+            let mut r = bw_result(size, cq_mod, &o);
+            r.address_steps = bp.cycle.map(|c| AddressSteps {
+                stride_bytes: c.stride,
+                positions: c.positions,
+            });
+            Ok(Some(RoundOutcome::Bw(r)))
         }
         Kind::Lat => {
             let tq = &mut qps[0];
@@ -180,7 +194,8 @@ pub(super) fn run_round(
                     let mem = mems[0].ok_or_else(|| anyhow!("the peer exposed no buffer"))?;
                     let o = lat::run_serial(tq, mem, &lp, &STOP)?;
                     if p.op.is_atomic() {
-                        check_targets(qps, &mems, (p.op, true), (&[0], o.iterations), cx)?;
+                        let targets = (&[0][..], o.iterations, None);
+                        check_targets(qps, &mems, (p.op, true), targets, cx)?;
                     }
                     (o.latency, o.iterations, 1.0)
                 }
@@ -245,59 +260,88 @@ pub(super) fn run_round(
 }
 
 /// Before an atomic round, off the clock: what each QP's target holds (crate::perf::atomic):
-/// 0 for rdmadiag's responder, which zeroed them; read from perftest's.
+/// 0 for rdmadiag's responder, which zeroed them; read from perftest's (with `cycle`, the sum
+/// of the words its operations step through).
 pub(super) fn targets_before(
     qps: &[TestQp],
     mems: &[Option<RemoteMemory>],
     cx: &RoundContext,
+    cycle: Option<AddressCycle>,
 ) -> Result<Vec<u64>> {
     match cx.targets {
         Targets::Zeroed => Ok(vec![0; qps.len()]),
-        Targets::AsFound => read_targets(qps, mems, cx),
+        Targets::AsFound => read_targets(qps, mems, cx, cycle),
     }
 }
 
-/// Read each of `qps`' targets on the peer.
+/// Read each of `qps`' targets on the peer: with `cycle`, every position its operations step
+/// through, summed (wrapping) per QP.
 fn read_targets(
     qps: &[TestQp],
     mems: &[Option<RemoteMemory>],
     cx: &RoundContext,
+    cycle: Option<AddressCycle>,
 ) -> Result<Vec<u64>> {
+    let positions = cycle.map_or(1, |c| c.positions);
     qps.iter()
         .zip(mems)
         .map(|(tq, mem)| {
             let mem = mem.ok_or_else(|| anyhow!("the peer exposed no buffer for atomics"))?;
-            atomic::read_back(tq, mem, cx.timeout, cx.peer, &STOP)
+            (0..positions).try_fold(0u64, |sum, k| {
+                let offset = cycle.map_or(0, |c| c.offset(k));
+                let at = RemoteMemory {
+                    addr: mem.addr + offset,
+                    len: mem.len.saturating_sub(offset),
+                    ..mem
+                };
+                let v = atomic::read_back(tq, at, cx.timeout, cx.peer, &STOP)?;
+                Ok::<u64, anyhow::Error>(sum.wrapping_add(v))
+            })
         })
         .collect()
 }
 
 /// After an atomic round, off the clock: read back the targets (`serial`: the latency run's
-/// one QP; else every QP's) and check they hold what the `completed` operations left on what
-/// they held before (`bases`; crate::perf::atomic).
+/// one QP; else every QP's; with `cycle`, every position, summed) and check they hold what the
+/// `completed` operations left on what they held before (`bases`; crate::perf::atomic).
 pub(super) fn check_targets(
     qps: &[TestQp],
     mems: &[Option<RemoteMemory>],
     (op, serial): (Op, bool),
-    (bases, completed): (&[u64], u64),
+    (bases, completed, cycle): (&[u64], u64, Option<AddressCycle>),
     cx: &RoundContext,
 ) -> Result<()> {
     let targets = if serial { &qps[..1] } else { qps };
-    let found = read_targets(targets, mems, cx)?;
+    let found = read_targets(targets, mems, cx, cycle)?;
     let base = bases.iter().fold(0u64, |a, &v| a.wrapping_add(v));
+    let stepped = cycle.map(|c| format!(" ({} words each, summed)", c.positions));
     if op == Op::AtomicFadd && found.len() > 1 {
         // The adds of each QP are not counted apart: their targets' sum is checked.
         let expected = atomic::expected_final(op, serial, base, completed);
         let sum = found.iter().fold(0u64, |a, &v| a.wrapping_add(v));
-        let which = format!("the targets of {} QPs, summed", found.len());
+        let which = format!(
+            "the targets of {} QPs{}, summed",
+            found.len(),
+            stepped.as_deref().unwrap_or("")
+        );
         return Ok(atomic::check_final(op, &which, expected, sum, cx.peer)?);
     }
     for (i, &v) in found.iter().enumerate() {
         let before = bases.get(i).copied().unwrap_or(0);
         let expected = atomic::expected_final(op, serial, before, completed);
-        atomic::check_final(op, &format!("the target of QP {i}"), expected, v, cx.peer)?;
+        let which = format!("the target of QP {i}{}", stepped.as_deref().unwrap_or(""));
+        atomic::check_final(op, &which, expected, v, cx.peer)?;
     }
     Ok(())
+}
+
+impl RoundContext<'_> {
+    /// How a bandwidth round of `size`-byte operations steps its addresses: through a perftest
+    /// peer's cycle buffer, as perftest's clients do.
+    fn address_cycle(&self, size: usize) -> Option<AddressCycle> {
+        let sys = self.cycle?;
+        AddressCycle::perftest(size, sys.cycle_buffer, sys.cache_line_size)
+    }
 }
 
 /// Before a round: clear what the peer's writes will land on (latency WRITE spins on it) and
