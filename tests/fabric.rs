@@ -155,6 +155,7 @@ fn hello(rank: u32, size: u32) -> ToCoordinator {
         gid: "::1".into(),
         address: None,
         test_port: 9,
+        config: None,
     })
 }
 
@@ -1002,6 +1003,7 @@ fn a_rank_that_dies_after_the_rendezvous_is_named_at_once() {
         gid: "::1".into(),
         address: None,
         test_port: 9,
+        config: None,
     });
     let mut j = Joined::new(&mut s, &Auth::key(KEY), 2);
     j.sealer.send(&mut s, &hello).unwrap();

@@ -781,6 +781,7 @@ fn intrude(deadline: Duration) -> Vec<String> {
         gid: "::1".into(),
         address: None,
         test_port: 9,
+        config: None,
     });
     protocol::send(&mut s, &hello).unwrap();
     got.push(answer(&s));

@@ -36,6 +36,42 @@ pub struct PortConfig {
     pub numa_node: Option<u32>,
 }
 
+/// The longest text a rank's [`PortConfig`] keeps per field: what a rank sends is cut to it on
+/// arrival, so a report (and its Prometheus labels) stays small whatever a rank says.
+pub const MAX_VALUE_CHARS: usize = 64;
+
+impl PortConfig {
+    /// This configuration with every text cut to [`MAX_VALUE_CHARS`] characters (the hello's
+    /// line is bounded already: this bounds what each rank adds to the report).
+    pub fn bounded(mut self) -> PortConfig {
+        let cut = |s: &mut Option<String>| {
+            if let Some(t) = s
+                && t.chars().count() > MAX_VALUE_CHARS
+            {
+                *t = t.chars().take(MAX_VALUE_CHARS).collect();
+            }
+        };
+        for s in [
+            &mut self.firmware,
+            &mut self.driver,
+            &mut self.kernel,
+            &mut self.rdma_core,
+            &mut self.rdmadiag,
+            &mut self.width,
+        ] {
+            cut(s);
+        }
+        if let Some(p) = &mut self.pcie {
+            for l in [&mut p.link, &mut p.limit].into_iter().flatten() {
+                if l.address.chars().count() > MAX_VALUE_CHARS {
+                    l.address = l.address.chars().take(MAX_VALUE_CHARS).collect();
+                }
+            }
+        }
+        self
+    }
+}
+
 /// A device's PCIe link as the audit compares it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PcieConfig {
