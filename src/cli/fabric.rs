@@ -119,6 +119,13 @@ pub struct FabricArgs {
     )]
     pub max_error_delta: Option<u64>,
 
+    /// Also fail the run (exit 3) when these configuration fields differ between the hosts,
+    /// comma-separated: firmware, driver, kernel, rdma-core, rdmadiag, numa (active MTU, rate,
+    /// width, link layer, GID type and a PCIe link below its maximum fail by default; every
+    /// difference is reported).
+    #[arg(long, value_name = "FIELD,...", help_heading = "Thresholds")]
+    pub require_same: Option<String>,
+
     /// Go on without ranks missing at the rendezvous (they are named, and the run exits 3).
     #[arg(long, help_heading = "Launch")]
     pub allow_missing: bool,

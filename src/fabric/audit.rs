@@ -177,6 +177,18 @@ pub fn audit(configs: &[(String, PortConfig)], require_same: &[Field]) -> Vec<Co
     findings
 }
 
+/// Why `host` is unlike the others, from the failing `findings` that name it: "its config
+/// differs: active MTU 4096 against 1024 on 3 of 4"; None when none names it. What a slow host's
+/// verdict line adds.
+pub fn cause(findings: &[ConfigFinding], host: &str) -> Option<String> {
+    let parts: Vec<String> = findings
+        .iter()
+        .filter(|f| f.severity == Severity::Failure)
+        .filter_map(|f| f.of_host(host))
+        .collect();
+    (!parts.is_empty()).then(|| format!("its config differs: {}", parts.join("; ")))
+}
+
 /// One field's finding, if its hosts do not all agree.
 fn compare(
     configs: &[(String, PortConfig)],

@@ -244,6 +244,16 @@ pub enum Severity {
     Information,
 }
 
+impl Severity {
+    /// Its name in JSON and Prometheus labels.
+    pub fn name(self) -> &'static str {
+        match self {
+            Severity::Failure => "failure",
+            Severity::Information => "information",
+        }
+    }
+}
+
 /// What a finding says of its field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -255,6 +265,17 @@ pub enum FindingKind {
     /// PCIe: hosts whose link runs below what their device could do (and that no `differs`
     /// finding names already), even if most hosts do.
     BelowMaximum,
+}
+
+impl FindingKind {
+    /// Its name in JSON and Prometheus labels.
+    pub fn name(self) -> &'static str {
+        match self {
+            FindingKind::Differs => "differs",
+            FindingKind::NoMajority => "no-majority",
+            FindingKind::BelowMaximum => "below-maximum",
+        }
+    }
 }
 
 /// The value most hosts report, and by how many.
@@ -329,6 +350,48 @@ impl ConfigFinding {
             ));
         }
         text
+    }
+}
+
+impl ConfigFinding {
+    /// What the finding says of `host`, if it names it: "active MTU 4096 against 1024 on 3 of
+    /// 4", "GID type RoCE v1 (no majority)", "PCIe link Gen4 x8 (max Gen4 x16), below its
+    /// maximum".
+    pub fn of_host(&self, host: &str) -> Option<String> {
+        let g = self
+            .groups
+            .iter()
+            .find(|g| g.hosts.iter().any(|h| h == host))?;
+        let label = self.field.label();
+        Some(match (&self.kind, &self.majority) {
+            (FindingKind::Differs, Some(m)) => format!(
+                "{label} {} against {} on {} of {}",
+                g.value, m.value, m.hosts, self.reporting
+            ),
+            (FindingKind::BelowMaximum, _) => format!("{label} {}, below its maximum", g.value),
+            _ => format!("{label} {} (no majority)", g.value),
+        })
+    }
+
+    /// The hosts it names, every one, in its groups' order.
+    pub fn hosts(&self) -> impl Iterator<Item = &str> {
+        self.groups
+            .iter()
+            .flat_map(|g| g.hosts.iter().map(String::as_str))
+    }
+
+    /// The finding in a few words for the verdict line: "active MTU differs on fab3", "no
+    /// majority for GID type", "PCIe link below its maximum on fab1 and fab2" (three names at
+    /// most).
+    pub fn short(&self) -> String {
+        let label = self.field.label();
+        let hosts: Vec<String> = self.hosts().map(str::to_string).collect();
+        let on = names(&hosts, &mut 3);
+        match self.kind {
+            FindingKind::Differs => format!("{label} differs on {on}"),
+            FindingKind::BelowMaximum => format!("{label} below its maximum on {on}"),
+            FindingKind::NoMajority => format!("no majority for {label}"),
+        }
     }
 }
 
