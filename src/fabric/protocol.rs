@@ -287,6 +287,9 @@ mod tests {
         let max = crate::report::fabric::config::MAX_VALUE_CHARS;
         assert_eq!(cut.firmware.unwrap().chars().count(), max);
         assert_eq!(cut.kernel.as_deref(), Some("6.1.0-18-amd64"));
+        c = a_config();
+        c.driver = Some("mlx5\u{1b}[2J\ncore".into());
+        assert_eq!(c.bounded().driver.as_deref(), Some("mlx5?[2J?core"));
     }
 
     #[test]

@@ -230,7 +230,7 @@ fn a_slow_host_with_another_mtu_is_one_suspect_with_its_cause() {
     assert!(
         text.contains(
             "verdict: suspect host(s) sim2 (its config differs: active MTU 4096 against 1024 on \
-             4 of 5)"
+             4 of 5)\n"
         ),
         "{text}"
     );

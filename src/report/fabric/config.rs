@@ -41,14 +41,19 @@ pub struct PortConfig {
 pub const MAX_VALUE_CHARS: usize = 64;
 
 impl PortConfig {
-    /// This configuration with every text cut to [`MAX_VALUE_CHARS`] characters (the hello's
-    /// line is bounded already: this bounds what each rank adds to the report).
+    /// This configuration with every text cut to [`MAX_VALUE_CHARS`] characters and its
+    /// control characters made `?` (the hello's line is bounded already: this bounds what each
+    /// rank adds to the report, and keeps a rank from writing on rank 0's terminal).
     pub fn bounded(mut self) -> PortConfig {
+        let clean = |t: &str| -> String {
+            t.chars()
+                .take(MAX_VALUE_CHARS)
+                .map(|c| if c.is_control() { '?' } else { c })
+                .collect()
+        };
         let cut = |s: &mut Option<String>| {
-            if let Some(t) = s
-                && t.chars().count() > MAX_VALUE_CHARS
-            {
-                *t = t.chars().take(MAX_VALUE_CHARS).collect();
+            if let Some(t) = s {
+                *t = clean(t);
             }
         };
         for s in [
@@ -63,9 +68,7 @@ impl PortConfig {
         }
         if let Some(p) = &mut self.pcie {
             for l in [&mut p.link, &mut p.limit].into_iter().flatten() {
-                if l.address.chars().count() > MAX_VALUE_CHARS {
-                    l.address = l.address.chars().take(MAX_VALUE_CHARS).collect();
-                }
+                l.address = clean(&l.address);
             }
         }
         self
@@ -322,7 +325,8 @@ impl ConfigFinding {
             if budget == 0 {
                 let rest = &self.groups[i..];
                 let hosts: usize = rest.iter().map(|g| g.hosts.len()).sum();
-                groups.push(format!("{} other values on {hosts} hosts", rest.len()));
+                let s = if rest.len() == 1 { "" } else { "s" };
+                groups.push(format!("{} other value{s} on {hosts} hosts", rest.len()));
                 break;
             }
             groups.push(format!("{} on {}", g.value, names(&g.hosts, &mut budget)));

@@ -154,3 +154,63 @@ fn prometheus_lines_are_well_formed() {
     let complaints = crate::report::export::prometheus::tests::promtool_complaints(&p);
     assert!(complaints.trim().is_empty(), "{complaints}\n{p}");
 }
+
+#[test]
+fn many_hosts_get_a_table_of_the_hosts_the_audit_names() {
+    use config::{ConfigFinding, Field, FindingKind, MajorityValue, Severity, ValueGroup};
+    let mut r = sample();
+    let base = r.hosts[0].clone();
+    r.hosts = (1..=40)
+        .map(|i| HostInfo {
+            rank: i - 1,
+            host: format!("n{i:02}"),
+            hostname: format!("n{i:02}"),
+            ..base.clone()
+        })
+        .collect();
+    r.suspects = Suspects::default();
+    let odd: Vec<String> = (1..=25).map(|i| format!("n{i:02}")).collect();
+    r.config = vec![ConfigFinding {
+        field: Field::Firmware,
+        kind: FindingKind::NoMajority,
+        severity: Severity::Failure,
+        majority: None,
+        groups: vec![
+            ValueGroup {
+                value: "20.31".into(),
+                hosts: odd,
+            },
+            ValueGroup {
+                value: "20.39".into(),
+                hosts: (26..=40).map(|i| format!("n{i:02}")).collect(),
+            },
+        ],
+        reporting: 40,
+        unreported: 0,
+    }];
+    let t = fabric_text(&r, Style::plain());
+    assert!(
+        t.contains("[firmware] no majority for firmware: 20.31 on n01, n02, "),
+        "{t}"
+    );
+    let table: Vec<&str> = t
+        .lines()
+        .filter(|l| l.contains(" firmware  20.31 "))
+        .collect();
+    assert_eq!(table.len(), TEXT_MAX_ROWS, "{t}");
+    assert!(t.contains("  ... and 20 more (all in --json)"), "{t}");
+    assert!(
+        t.contains("verdict: config: no majority for firmware"),
+        "{t}"
+    );
+    // And one at another value among a majority: the majority in its own column.
+    r.config[0].kind = FindingKind::Differs;
+    r.config[0].majority = Some(MajorityValue {
+        value: "20.39".into(),
+        hosts: 15,
+    });
+    r.config[0].groups.truncate(1);
+    r.config[0].groups[0].hosts.truncate(1);
+    let t = fabric_text(&r, Style::plain());
+    assert!(t.contains("20.39 (15 of 40)"), "{t}");
+}

@@ -354,10 +354,12 @@ pub fn fabric_text(r: &FabricReport, style: Style) -> String {
     for f in &failing {
         parts.push(format!("fabric-wide: {} on {} pairs", f.rule, f.pairs));
     }
+    // A failing finding whose hosts are all suspects is said with them (their cause) already.
     let config: Vec<String> = r
         .config
         .iter()
         .filter(|f| f.severity == config::Severity::Failure)
+        .filter(|f| !f.hosts().all(|h| r.suspects.hosts.iter().any(|s| s == h)))
         .map(|f| f.short())
         .collect();
     if !config.is_empty() {
