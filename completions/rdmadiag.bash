@@ -449,7 +449,7 @@ _rdmadiag() {
             return 0
             ;;
         rdmadiag__subcmd__fabric)
-            opts="-s -n -i -x -v -d -h -V --hosts --coordinator --pattern --tests --size --iters --ib-port --gid-index --tclass --sl --seed --min-bw-ratio --max-lat-ratio --expect-bw --expect-lat --no-counter-check --max-error-delta --allow-missing --no-retest --retest-rounds --timeout --csv --prometheus --verbose --key-file --insecure --bind --json --device --help --version"
+            opts="-s -n -i -x -v -d -h -V --hosts --coordinator --pattern --tests --size --iters --ib-port --gid-index --tclass --sl --seed --min-bw-ratio --max-lat-ratio --expect-bw --expect-lat --no-counter-check --max-error-delta --require-same --allow-missing --no-retest --retest-rounds --timeout --csv --prometheus --verbose --key-file --insecure --bind --json --device --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -532,6 +532,10 @@ _rdmadiag() {
                     return 0
                     ;;
                 --max-error-delta)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --require-same)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -15,6 +15,9 @@ use std::io::{BufReader, Read as _, Write as _};
 use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
+#[path = "fabric/audit.rs"]
+mod audit;
+
 /// The run's key in these tests.
 const KEY: &[u8] = b"test-key-0123456789abcdef";
 
@@ -73,11 +76,16 @@ fn config(size: u32, round_timeout: Duration) -> CoordinatorConfig {
         round_timeout,
         thresholds: Thresholds::default(),
         auth: Auth::key(KEY),
+        require_same: vec![],
     }
 }
 
 /// Run the coordinator and `started` of its ranks as threads.
-fn simulate(cfg: CoordinatorConfig, started: u32, stub: impl Fn(u32) -> Stub) -> Sim {
+fn simulate<R: PairRunner + Send + 'static>(
+    cfg: CoordinatorConfig,
+    started: u32,
+    stub: impl Fn(u32) -> R,
+) -> Sim {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let start = Instant::now();
@@ -155,6 +163,7 @@ fn hello(rank: u32, size: u32) -> ToCoordinator {
         gid: "::1".into(),
         address: None,
         test_port: 9,
+        config: None,
     })
 }
 
@@ -1002,6 +1011,7 @@ fn a_rank_that_dies_after_the_rendezvous_is_named_at_once() {
         gid: "::1".into(),
         address: None,
         test_port: 9,
+        config: None,
     });
     let mut j = Joined::new(&mut s, &Auth::key(KEY), 2);
     j.sealer.send(&mut s, &hello).unwrap();
@@ -1109,13 +1119,34 @@ fn every_key_of_the_fabric_report_is_documented() {
     let mut cfg = config(5, Duration::from_secs(20));
     cfg.rendezvous_timeout = Duration::from_secs(3);
     cfg.allow_missing = true;
-    let sim = simulate(cfg, 4, |rank| Stub {
-        rank,
-        bw: slow_one,
-        stall: None,
+    // Host 1 is slow and its active MTU and PCIe link differ (a Gen4 x16 device behind a
+    // Gen3 bridge), so the audit's findings and the suspect's cause are in the report too.
+    let sim = simulate(cfg, 4, |rank| {
+        let mut config = audit::rxe();
+        if rank == 1 {
+            config.active_mtu = Some(rdmadiag::ib::Mtu(4096));
+            config.pcie = serde_json::from_value(serde_json::json!({
+                "link": {"address": "0000:3b:00.0", "speed_gts": 16.0, "generation": 4,
+                         "width": 16, "max_speed_gts": 16.0, "max_generation": 4,
+                         "max_width": 16},
+                "limit": {"address": "0000:3a:00.0", "speed_gts": 8.0, "generation": 3,
+                          "width": 16, "max_speed_gts": 16.0, "max_generation": 4,
+                          "max_width": 16}
+            }))
+            .unwrap();
+        }
+        audit::Configured {
+            stub: Stub {
+                rank,
+                bw: slow_one,
+                stall: None,
+            },
+            config: Some(config),
+        }
     });
     let o = sim.outcome.unwrap();
     assert!(!o.missing.is_empty() && !o.suspects.is_empty() && !o.notes.is_empty());
+    assert!(!o.config.is_empty() && o.notes.iter().any(|n| n.config.is_some()));
     let settings = rdmadiag::report::fabric::FabricSettings {
         pattern: "all-pairs".into(),
         tests: vec!["bw".into(), "lat".into()],
@@ -1132,6 +1163,7 @@ fn every_key_of_the_fabric_report_is_documented() {
         max_error_delta: Some(5),
         tclass: 0,
         sl: 0,
+        require_same: vec![],
     };
     let r = rdmadiag::fabric::report(o, settings, Duration::from_secs(1));
     let v = serde_json::to_value(&r).unwrap();
@@ -1302,6 +1334,12 @@ fn launch_mistakes_are_usage_errors() {
             "more than 65536",
         ),
         (&["-n", "18446744073709551616"], HYDRA_WITH_KEY, "--iters"),
+        (
+            &["--require-same", "firmware,fw"],
+            &[],
+            "--require-same: 'fw' is not a configuration field; valid: mtu, rate, width, \
+             link-layer, gid-type, pcie, numa, firmware, driver, kernel, rdma-core, rdmadiag",
+        ),
     ];
     for (args, env, says) in cases {
         let o = run(args, env);

@@ -62,6 +62,7 @@ fn the_listener_survives_running_out_of_descriptors() {
         round_timeout: Duration::from_secs(20),
         thresholds: Thresholds::default(),
         auth: Auth::key(KEY),
+        require_same: vec![],
     };
     let coordinator = std::thread::spawn(move || coordinate(listener, &cfg, &Quiet));
     std::thread::sleep(Duration::from_millis(200));

@@ -52,6 +52,7 @@ fn sigterm_during_the_rendezvous_stops_rank_0_at_once() {
         pair_deadline: Duration::from_secs(60),
         auth: Auth::key(b"stop-test-key-0123456789"),
         bind: "127.0.0.1".parse().unwrap(),
+        require_same: vec![],
     };
     let signal = std::thread::spawn(|| {
         std::thread::sleep(Duration::from_secs(1));

@@ -671,6 +671,7 @@ fn at_fleet_size_the_text_is_suspects_a_sorted_summary_and_histograms_not_matric
             gid: String::new(),
             address: String::new(),
             test_port: 0,
+            config: None,
         })
         .collect();
     let outcome = Outcome {
@@ -686,6 +687,7 @@ fn at_fleet_size_the_text_is_suspects_a_sorted_summary_and_histograms_not_matric
         missing: Vec::new(),
         missing_reasons: Vec::new(),
         refused: Vec::new(),
+        config: Vec::new(),
         exit_code: 3,
     };
     let settings = FabricSettings {
@@ -704,6 +706,7 @@ fn at_fleet_size_the_text_is_suspects_a_sorted_summary_and_histograms_not_matric
         max_error_delta: None,
         tclass: 0,
         sl: 0,
+        require_same: vec![],
     };
     let report = rdmadiag::fabric::report(outcome, settings, std::time::Duration::from_secs(1));
     assert_eq!(report.host_summary[0].host, name(77), "worst host first");

@@ -119,6 +119,13 @@ pub struct FabricArgs {
     )]
     pub max_error_delta: Option<u64>,
 
+    /// Also fail the run (exit 3) when these configuration fields differ between the hosts,
+    /// comma-separated: firmware, driver, kernel, rdma-core, rdmadiag, numa (active MTU, rate,
+    /// width, link layer, GID type and a PCIe link below its maximum fail by default; every
+    /// difference is reported).
+    #[arg(long, value_name = "FIELD,...", help_heading = "Thresholds")]
+    pub require_same: Option<String>,
+
     /// Go on without ranks missing at the rendezvous (they are named, and the run exits 3).
     #[arg(long, help_heading = "Launch")]
     pub allow_missing: bool,
@@ -244,6 +251,16 @@ their own. A suspect that could not be retested (no host passed, --no-retest) st
 unless all that charged it was a small deficit within the noise. Links confirmed slow the \
 same way at one host on most of its pairs (two or more) are that host: one bw-send, bw-recv \
 or bw-host suspect. The report says how many retests were run.
+
+Configuration audit: every rank sends, with its hello, what it knows of the port it tests with \
+(firmware, driver, kernel, rdma-core and rdmadiag versions, link layer, rate, width, active MTU, \
+GID type, PCIe link, NUMA node); rank 0 takes the value most hosts have for each field and names \
+the hosts that differ, or says no value has a majority. A difference that changes the data path \
+(active MTU, rate, width, link layer, GID type, a PCIe link below its device's maximum) fails the \
+run (exit 3) even when every link measures well (the path MTU falls to the smaller end's for every \
+pair the host joins); firmware, driver, kernel, rdma-core, rdmadiag and NUMA node are reported, \
+and fail with --require-same. A suspect host that a failing difference names gets it as its \
+likely cause, in its note and the verdict line.
 
 What it cannot see: with 2 or 3 hosts the ratio rules are off (which end of a slow pair is slow \
 cannot be told; the output says so): use --expect-bw and --expect-lat. A fault shared by more \

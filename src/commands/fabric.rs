@@ -10,6 +10,7 @@ use crate::fabric::runner::{PairSettings, VerbsRunner};
 use crate::fabric::schedule::{Pattern, Schedule};
 use crate::fabric::{self, FabricPlan, verdict};
 use crate::report::export::{self, Format};
+use crate::report::fabric::config::{Field, Severity};
 use crate::report::fabric::{FabricReport, FabricSettings};
 use crate::report::{self, Style};
 use anyhow::{Context as _, Result};
@@ -22,6 +23,12 @@ use std::time::{Duration, Instant};
 const LAT_SIZE: u32 = 2;
 
 pub fn run(args: &FabricArgs) -> Result<u8> {
+    let require_same = match args.require_same.as_deref() {
+        Some(list) => {
+            Field::parse_list(list).map_err(|e| UsageError(format!("--require-same: {e}")))?
+        }
+        None => Vec::new(),
+    };
     let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .unwrap_or_default();
@@ -98,6 +105,7 @@ pub fn run(args: &FabricArgs) -> Result<u8> {
             .security
             .bind
             .unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED)),
+        require_same,
     };
     let rank = plan.launch.rank;
     let verbose = args.verbose;
@@ -132,7 +140,10 @@ pub fn run(args: &FabricArgs) -> Result<u8> {
     }
     let report = fabric::report(
         outcome,
-        fabric_settings(args, &settings, pattern),
+        FabricSettings {
+            require_same: plan.require_same.clone(),
+            ..fabric_settings(args, &settings, pattern)
+        },
         started.elapsed(),
     );
     let cx = export::Context::now(Style::detect());
@@ -181,6 +192,7 @@ fn fabric_settings(args: &FabricArgs, s: &PairSettings, pattern: Pattern) -> Fab
         max_error_delta: args.max_error_delta,
         tclass: s.priority.tclass.unwrap_or(0),
         sl: s.priority.sl.unwrap_or(0),
+        require_same: Vec::new(),
     }
 }
 
@@ -204,6 +216,15 @@ fn say_why(r: &FabricReport, code: u8) {
             .map(|[a, b]| format!("{a} - {b}"))
             .collect();
         parts.push(format!("suspect link(s) {}", l.join(", ")));
+    }
+    let config: Vec<String> = r
+        .config
+        .iter()
+        .filter(|f| f.severity == Severity::Failure)
+        .map(|f| f.short())
+        .collect();
+    if !config.is_empty() {
+        parts.push(format!("config: {}", config.join("; ")));
     }
     if parts.is_empty() {
         parts.push("flagged pairs".into());

@@ -1,7 +1,7 @@
 //! The fabric's configuration audit: what each rank says of the port it tests with
 //! ([`port_config`], from the inventory's structs), and rank 0's judgement of them ([`audit`]):
-//! for each [`Field`], the value most hosts report and the hosts that differ. Not yet sent with
-//! the hello: the rank protocol and the report take it in a later change.
+//! for each [`Field`], the value most hosts report and the hosts that differ. Each rank gathers
+//! its own ([`gather`]) and sends it with its hello; rank 0's coordinator audits them.
 
 use crate::ib::Gid;
 use crate::report::fabric::config::{
@@ -19,6 +19,54 @@ pub struct HostSoftware {
     pub rdma_core: Option<String>,
     /// This rdmadiag's version (`crate::VERSION`).
     pub rdmadiag: Option<String>,
+}
+
+impl HostSoftware {
+    /// This host's: the kernel from procfs, rdma-core from the libibverbs this process mapped
+    /// (call it after a device was opened), rdmadiag from the crate.
+    pub fn this_host() -> HostSoftware {
+        HostSoftware {
+            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .ok()
+                .map(|k| k.trim().to_string())
+                .filter(|k| !k.is_empty()),
+            rdma_core: std::fs::read_to_string("/proc/self/maps")
+                .ok()
+                .and_then(|maps| rdma_core_from_maps(&maps)),
+            rdmadiag: Some(crate::VERSION.to_string()),
+        }
+    }
+}
+
+/// The rdma-core release of the libibverbs mapped in a process, from its `/proc/PID/maps`:
+/// rdma-core installs `libibverbs.so.1.<ABI>.<release>` (`libibverbs.so.1.14.50.0` is
+/// rdma-core 50.0), and the dynamic loader maps that file, not its `libibverbs.so.1` link.
+/// None when no such file is mapped (a statically linked or vendor build: not told).
+pub fn rdma_core_from_maps(maps: &str) -> Option<String> {
+    maps.lines().find_map(|line| {
+        let file = line.rsplit('/').next()?.trim();
+        let rest = file.strip_prefix("libibverbs.so.1.")?;
+        let (_abi, release) = rest.split_once('.')?;
+        let ok = !release.is_empty()
+            && release.len() <= 16
+            && release.chars().all(|c| c.is_ascii_digit() || c == '.');
+        ok.then(|| release.to_string())
+    })
+}
+
+/// What this rank says of `port` of `device`, tested with `gid`: the inventory read from
+/// sysfs (no device opened but for an InfiniBand port's active MTU) and
+/// [`HostSoftware::this_host`]. None when the inventory cannot be read: the audit leaves the
+/// rank out, the run goes on.
+pub fn gather(device: &str, port: u8, gid: Option<&Gid>) -> Option<PortConfig> {
+    use crate::inventory::{self, PortQuery, Source};
+    let dev = inventory::devices(Some(device), Source::Sysfs)
+        .ok()?
+        .into_iter()
+        .next()?;
+    let ports = inventory::ports(Some(device), Some(port), PortQuery::default()).ok()?;
+    let p = ports.ports.first()?;
+    Some(port_config(&dev, p, gid, &HostSoftware::this_host()))
 }
 
 /// What a rank says of `port` of `device`, tested with `gid` (None: the port's default GID).
@@ -127,6 +175,18 @@ pub fn audit(configs: &[(String, PortConfig)], require_same: &[Field]) -> Vec<Co
     }
     findings.sort_by_key(|f| (f.severity != Severity::Failure, f.field));
     findings
+}
+
+/// Why `host` is unlike the others, from the failing `findings` that name it: "its config
+/// differs: active MTU 4096 against 1024 on 3 of 4"; None when none names it. What a slow host's
+/// verdict line adds.
+pub fn cause(findings: &[ConfigFinding], host: &str) -> Option<String> {
+    let parts: Vec<String> = findings
+        .iter()
+        .filter(|f| f.severity == Severity::Failure)
+        .filter_map(|f| f.of_host(host))
+        .collect();
+    (!parts.is_empty()).then(|| format!("its config differs: {}", parts.join("; ")))
 }
 
 /// One field's finding, if its hosts do not all agree.

@@ -6,12 +6,14 @@
 //! connections waiting to join, each with one deadline for its credential and hello in all,
 //! lines of at most [`super::protocol::MAX_LINE`] bytes (see [`super::conn`]).
 
+use super::audit;
 use super::auth::Auth;
 use super::conn::{self, Conn, Event, Rendezvous};
 use super::protocol::{PairSide, Peer, ToCoordinator, ToRank};
 use super::schedule::{Pair, Schedule, pack};
 use super::verdict::{self, Thresholds};
 use crate::connect::key::TestKey;
+use crate::report::fabric::config::{ConfigFinding, Field, Severity};
 use crate::report::fabric::{
     Finding, HostInfo, PairResult, RefusedConnections, RetestSummary, SuspectNote, Suspects,
 };
@@ -36,6 +38,9 @@ pub struct CoordinatorConfig {
     pub thresholds: Thresholds,
     /// Who may join.
     pub auth: Auth,
+    /// The configuration fields whose difference fails the run besides those that change the
+    /// data path (`--require-same`).
+    pub require_same: Vec<Field>,
 }
 
 /// What rank 0 shows while the rounds run.
@@ -70,8 +75,10 @@ pub struct Outcome {
     /// Connections refused at the rendezvous, then clients refused by the ranks' test ports,
     /// by address and reason.
     pub refused: Vec<RefusedConnections>,
+    /// The configuration audit's findings over the ranks' hellos.
+    pub config: Vec<ConfigFinding>,
     /// The run's exit code: 1 a rank went missing (without --allow-missing), 3 something is
-    /// flagged, 0 nothing.
+    /// flagged (the verdict, or a failing configuration finding), 0 nothing.
     pub exit_code: u8,
 }
 
@@ -387,6 +394,7 @@ pub fn coordinate(
                 gid: h.gid.clone(),
                 address,
                 test_port: h.test_port,
+                config: h.config.clone().map(|c| c.bounded()),
             },
         );
         run.live.insert(*r, id);
@@ -463,7 +471,20 @@ pub fn coordinate(
 
     let missing: Vec<String> = run.gone.keys().map(|r| run.label(*r)).collect();
     let missing_reasons: Vec<String> = run.gone.values().cloned().collect();
-    let exit_code = v.exit_code(&pairs, missing.len(), cfg.allow_missing);
+    let configs: Vec<(String, _)> = run
+        .hosts
+        .values()
+        .filter_map(|h| Some((h.host.clone(), h.config.clone()?)))
+        .collect();
+    let config = audit::audit(&configs, &cfg.require_same);
+    let mut exit_code = v.exit_code(&pairs, missing.len(), cfg.allow_missing);
+    let mut notes = v.notes;
+    for n in notes.iter_mut().filter(|n| n.kind == "host") {
+        n.config = audit::cause(&config, &n.name);
+    }
+    if exit_code == crate::exit::OK && config.iter().any(|f| f.severity == Severity::Failure) {
+        exit_code = crate::exit::THRESHOLD;
+    }
     for r in run.live.keys().copied().collect::<Vec<_>>() {
         run.tell(r, &ToRank::Finish { exit_code });
     }
@@ -478,11 +499,12 @@ pub fn coordinate(
         findings: v.findings,
         limits: v.limits,
         suspects: v.suspects,
-        notes: v.notes,
+        notes,
         retests: v.retests,
         missing,
         missing_reasons,
         refused: run.refused,
+        config,
         exit_code,
     })
 }

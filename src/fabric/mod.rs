@@ -39,6 +39,8 @@ pub struct FabricPlan {
     pub auth: auth::Auth,
     /// The address rank 0's coordinator and every rank's test port listen on.
     pub bind: IpAddr,
+    /// `--require-same`: configuration fields whose difference fails the run.
+    pub require_same: Vec<crate::report::fabric::config::Field>,
 }
 
 impl FabricPlan {
@@ -96,6 +98,7 @@ pub fn run(
         round_timeout: plan.round_timeout(),
         thresholds: plan.thresholds,
         auth: plan.auth.clone(),
+        require_same: plan.require_same.clone(),
     };
     std::thread::scope(|s| {
         let coordinating = s.spawn(|| coordinator::coordinate(listener, &cfg, progress));
@@ -135,5 +138,6 @@ pub fn report(outcome: Outcome, settings: FabricSettings, duration: Duration) ->
         missing: outcome.missing,
         missing_reasons: outcome.missing_reasons,
         refused: outcome.refused,
+        config: outcome.config,
     }
 }

@@ -4,6 +4,7 @@
 //! Before the hello, the handshake of [`super::auth`]; from the hello on every line carries its
 //! MAC. No line may exceed [`MAX_LINE`] bytes.
 
+use crate::report::fabric::config::PortConfig;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::{BufRead, Read as _, Write};
@@ -29,6 +30,10 @@ pub struct Hello {
     pub address: Option<String>,
     /// The TCP port its test server listens on (bound with port 0).
     pub test_port: u16,
+    /// What it says of the port it tests with, for rank 0's configuration audit (a few hundred
+    /// bytes); None when it could not tell, or from an rdmadiag older than the audit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<Box<PortConfig>>,
 }
 
 /// The coordinator's message to a rank.
@@ -214,6 +219,77 @@ mod tests {
         let mut r = std::io::BufReader::new(std::io::Cursor::new(vec![b'x'; MAX_LINE * 2]));
         let e = read_line_polled(&mut r, &mut buf, far, &|| false).unwrap_err();
         assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
+    }
+
+    fn hello(config: Option<PortConfig>) -> ToCoordinator {
+        let config = config.map(Box::new);
+        ToCoordinator::Hello(Hello {
+            rank: 1,
+            size: 4,
+            hostname: "fab2".into(),
+            device: "rxe0".into(),
+            port: 1,
+            gid: "::ffff:10.0.0.2".into(),
+            address: None,
+            test_port: 40001,
+            config,
+        })
+    }
+
+    fn a_config() -> PortConfig {
+        use crate::ib::{GidType, LinkLayer, Mtu};
+        PortConfig {
+            firmware: None,
+            driver: Some("rdma_rxe".into()),
+            kernel: Some("6.1.0-18-amd64".into()),
+            rdma_core: Some("44.0".into()),
+            rdmadiag: Some(crate::VERSION.into()),
+            link_layer: Some(LinkLayer::Ethernet),
+            rate_gbps: Some(10.0),
+            width: Some("1X".into()),
+            active_mtu: Some(Mtu(1024)),
+            gid_type: Some(GidType::RoceV2),
+            pcie: None,
+            numa_node: None,
+        }
+    }
+
+    #[test]
+    fn a_hello_round_trips_with_its_config_and_an_old_one_without_still_parses() {
+        for msg in [hello(Some(a_config())), hello(None)] {
+            let mut line = Vec::new();
+            send(&mut line, &msg).unwrap();
+            assert!(line.len() < 1024, "compact: {} bytes", line.len());
+            let back: ToCoordinator = serde_json::from_slice(&line).unwrap();
+            assert_eq!(back, msg);
+        }
+        let mut line = Vec::new();
+        send(&mut line, &hello(None)).unwrap();
+        assert!(!String::from_utf8_lossy(&line).contains("config"));
+        // As an rdmadiag from before the audit sent it.
+        let old = r#"{"msg":"hello","rank":1,"size":4,"hostname":"fab2","device":"rxe0","port":1,"gid":"::ffff:10.0.0.2","address":null,"test_port":40001}"#;
+        let back: ToCoordinator = serde_json::from_str(old).unwrap();
+        assert_eq!(back, hello(None));
+    }
+
+    #[test]
+    fn a_huge_config_is_refused_by_the_line_limit_and_a_long_one_is_cut() {
+        let mut c = a_config();
+        c.firmware = Some("x".repeat(MAX_LINE));
+        let mut line = Vec::new();
+        send(&mut line, &hello(Some(c.clone()))).unwrap();
+        let mut buf = Vec::new();
+        let e = read_line(&mut std::io::Cursor::new(line), &mut buf).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
+        assert!(buf.len() <= MAX_LINE);
+        c.firmware = Some("é".repeat(1000));
+        let cut = c.bounded();
+        let max = crate::report::fabric::config::MAX_VALUE_CHARS;
+        assert_eq!(cut.firmware.unwrap().chars().count(), max);
+        assert_eq!(cut.kernel.as_deref(), Some("6.1.0-18-amd64"));
+        c = a_config();
+        c.driver = Some("mlx5\u{1b}[2J\ncore".into());
+        assert_eq!(c.bounded().driver.as_deref(), Some("mlx5?[2J?core"));
     }
 
     #[test]

@@ -5,6 +5,7 @@
 use super::auth::{self, Auth, Direction, Greeting, OpenError};
 use super::protocol::{self, Hello, PairSide, Peer, ToCoordinator, ToRank};
 use crate::connect::key::TestKey;
+use crate::report::fabric::config::PortConfig;
 use anyhow::{Context as _, Result, anyhow, bail};
 use std::io::{BufReader, ErrorKind};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
@@ -38,6 +39,11 @@ pub trait PairRunner: Sync {
     fn identity(&self) -> Result<Identity>;
     /// Run this side of one pair's tests; a failure goes in the side's `error`.
     fn run(&self, test: &PairTest) -> PairSide;
+    /// What this rank says of its port for the configuration audit (sent with the hello);
+    /// None when it cannot tell.
+    fn config(&self) -> Option<PortConfig> {
+        None
+    }
 }
 
 /// How a rank joins and waits.
@@ -158,6 +164,7 @@ pub fn run_rank(
         gid: me.gid.clone(),
         address: None,
         test_port,
+        config: runner.config().map(Box::new),
     });
     let at = format!("{}:{}", cfg.coordinator.0, cfg.coordinator.1);
     let (mut stream, mut lines, greeting) = dial(cfg, &at)?;

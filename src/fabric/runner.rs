@@ -8,6 +8,7 @@ use crate::connect::control::{LAT_INLINE, LinkSpec, PerfSpec, Priority, QpType, 
 use crate::connect::endpoint::PortChoice;
 use crate::counters::Before;
 use crate::perf::{Op, Unobserved};
+use crate::report::fabric::config::PortConfig;
 use crate::session::{RefusalSink, SessionOptions};
 use crate::{Role, TestReport};
 use anyhow::{Result, bail};
@@ -82,6 +83,8 @@ impl PairSettings {
 pub struct VerbsRunner {
     pub settings: PairSettings,
     pub identity: Identity,
+    /// What this rank says of its port for the configuration audit.
+    pub config: Option<PortConfig>,
 }
 
 impl VerbsRunner {
@@ -97,7 +100,18 @@ impl VerbsRunner {
                 .map(|g| g.gid.to_string())
                 .unwrap_or_default(),
         };
-        Ok(VerbsRunner { settings, identity })
+        // After the device was opened, so that libibverbs is mapped and tells rdma-core's
+        // release.
+        let config = super::audit::gather(
+            &identity.device,
+            identity.port,
+            port.gid.as_ref().map(|g| &g.gid),
+        );
+        Ok(VerbsRunner {
+            settings,
+            identity,
+            config,
+        })
     }
 
     fn options(&self) -> SessionOptions {
@@ -149,6 +163,10 @@ impl VerbsRunner {
 impl PairRunner for VerbsRunner {
     fn identity(&self) -> Result<Identity> {
         Ok(self.identity.clone())
+    }
+
+    fn config(&self) -> Option<PortConfig> {
+        self.config.clone()
     }
 
     fn run(&self, t: &PairTest) -> PairSide {

@@ -39,6 +39,12 @@ const FABRIC: &[Example] = &[
         ],
     },
     Example {
+        what: "Also fail when firmware or the kernel differ between the hosts (active MTU, rate, \
+               width, link layer, GID type and a downgraded PCIe link fail by default; the \
+               configuration audit reports every difference):",
+        commands: &["srun -N16 --ntasks-per-node=1 rdmadiag fabric --require-same firmware,kernel"],
+    },
+    Example {
         what: "A quick look at a large fabric (three random matchings, suspects retested), for \
                node_exporter's textfile collector:",
         commands: &[

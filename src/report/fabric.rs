@@ -21,6 +21,10 @@ pub struct HostInfo {
     /// The address peers reach its test port on.
     pub address: String,
     pub test_port: u16,
+    /// What it said of its port for the configuration audit; None when it could not tell (or
+    /// runs an rdmadiag older than the audit).
+    #[serde(default)]
+    pub config: Option<config::PortConfig>,
 }
 
 /// One pair's results (a is the lower rank). `bw_gbps` is a to b, `bw_gbps_reverse` b to a,
@@ -178,6 +182,11 @@ pub struct SuspectNote {
     /// The retest budget ran out before the figures could decide (not a suspect; said).
     #[serde(default)]
     pub undecided: bool,
+    /// A host's failing configuration findings, the likely cause of its slowness: "its config
+    /// differs: active MTU 4096 against 1024 on 3 of 4". None for links, groups, and hosts the
+    /// audit does not name.
+    #[serde(default)]
+    pub config: Option<String>,
 }
 
 /// What the retests cost.
@@ -233,6 +242,10 @@ pub struct FabricSettings {
     pub tclass: u8,
     #[serde(default)]
     pub sl: u8,
+    /// `--require-same`: the configuration fields whose difference fails the run besides those
+    /// that change the data path.
+    #[serde(default)]
+    pub require_same: Vec<config::Field>,
 }
 
 /// A whole fabric run, as rank 0 reports it.
@@ -276,6 +289,10 @@ pub struct FabricReport {
     /// refused (without the pair's key), the reason naming that host's test port.
     #[serde(default)]
     pub refused: Vec<RefusedConnections>,
+    /// The configuration audit: the fields whose value differs between the hosts (failures
+    /// first).
+    #[serde(default)]
+    pub config: Vec<config::ConfigFinding>,
 }
 
 /// Connections refused at the rendezvous or at a rank's test port from one address for one
@@ -330,9 +347,19 @@ pub fn verdict_fails(suspects: &Suspects, findings: &[Finding], pairs: &[PairRes
 }
 
 impl FabricReport {
-    /// Whether anything fails the run: what [`verdict_fails`] says, or a missing rank.
+    /// Whether anything fails the run: what [`verdict_fails`] says, a missing rank, or a
+    /// failing configuration finding.
     pub fn anything_flagged(&self) -> bool {
-        !self.missing.is_empty() || verdict_fails(&self.suspects, &self.findings, &self.pairs)
+        !self.missing.is_empty()
+            || verdict_fails(&self.suspects, &self.findings, &self.pairs)
+            || self.config_fails()
+    }
+
+    /// Whether a configuration finding fails the run.
+    pub fn config_fails(&self) -> bool {
+        self.config
+            .iter()
+            .any(|f| f.severity == config::Severity::Failure)
     }
 }
 

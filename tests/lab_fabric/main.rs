@@ -21,6 +21,7 @@
 //! cores miss the QPs' ACK timeout now and then). The verdict must report that once, as
 //! fabric-wide information, not as suspects.
 
+mod audit;
 mod hostile;
 mod tclass;
 
@@ -500,6 +501,20 @@ fn a_healthy_fabric_has_six_pairs_and_no_suspects() {
     assert!(suspect_links(&v).is_empty(), "suspect links: {v}");
     assert_eq!(suspect_groups(&v), 0, "suspect groups: {v}");
     assert_eq!(v["missing"], serde_json::json!([]), "missing ranks: {v}");
+    // Four guests set up alike: the configuration audit finds nothing to say.
+    assert_eq!(
+        v["config"],
+        serde_json::json!([]),
+        "configuration findings: {v}"
+    );
+    assert!(
+        v["hosts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|h| h["config"].is_object()),
+        "every rank tells its port's configuration: {v}"
+    );
     assert_others_quiet(&run);
     for (i, r) in run.ranks.iter().enumerate() {
         assert_eq!(r.rc, Some(0), "rank {i} exit: {}", r.stderr);
@@ -781,6 +796,7 @@ fn intrude(deadline: Duration) -> Vec<String> {
         gid: "::1".into(),
         address: None,
         test_port: 9,
+        config: None,
     });
     protocol::send(&mut s, &hello).unwrap();
     got.push(answer(&s));

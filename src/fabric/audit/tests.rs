@@ -271,3 +271,20 @@ fn a_port_config_comes_from_the_inventory() {
     assert!(json.len() < 1024, "compact: {json}");
     assert_eq!(serde_json::from_str::<PortConfig>(&json).unwrap(), c);
 }
+
+#[test]
+fn rdma_core_is_told_by_the_libibverbs_file_mapped() {
+    let maps = "\
+7f1c2a000000-7f1c2a01a000 r--p 00000000 08:01 1234 /usr/lib/x86_64-linux-gnu/libc.so.6
+7f1c2b000000-7f1c2b00a000 r--p 00000000 08:01 5678 /usr/lib/x86_64-linux-gnu/libibverbs.so.1.14.50.0
+7f1c2b00a000-7f1c2b01a000 r-xp 0000a000 08:01 5678 /usr/lib/x86_64-linux-gnu/libibverbs.so.1.14.50.0
+";
+    assert_eq!(rdma_core_from_maps(maps).as_deref(), Some("50.0"));
+    let none = "7f1c2b000000-7f1c2b00a000 r--p 00000000 08:01 5678 /opt/lib/libibverbs.so.1\n";
+    assert_eq!(
+        rdma_core_from_maps(none),
+        None,
+        "a bare soname tells nothing"
+    );
+    assert_eq!(rdma_core_from_maps(""), None);
+}

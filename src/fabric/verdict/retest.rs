@@ -479,6 +479,8 @@ pub fn conclude(trials: Vec<Trial>, r: &Reference, t: &Thresholds) -> (Suspects,
             retests: x.retests.len() as u32,
             confirmed,
             undecided: x.state == State::Undecided,
+            // The configuration audit's cause, joined by the coordinator.
+            config: None,
         });
     }
     (out, notes)

@@ -4,6 +4,7 @@
 //! report kind's metrics.
 
 use crate::report::check::{Check, CheckName, CheckReport};
+use crate::report::fabric::config::ConfigFinding;
 use crate::report::fabric::{FabricReport, PairResult};
 use std::fmt::Write as _;
 
@@ -294,11 +295,53 @@ pub fn fabric(r: &FabricReport) -> String {
         )],
     );
     gauge(
+        "rdmadiag_fabric_config_findings",
+        "Configuration audit findings by field: the hosts each names (severity failure fails \
+         the run).",
+        r.config
+            .iter()
+            .map(|f| {
+                let hosts = f.groups.iter().map(|g| g.hosts.len()).sum::<usize>();
+                (config_labels(f), hosts as f64)
+            })
+            .collect(),
+    );
+    gauge(
+        "rdmadiag_fabric_config_host_differs",
+        "1 for each host a configuration finding names, with its value.",
+        r.config
+            .iter()
+            .flat_map(|f| {
+                f.groups.iter().flat_map(move |g| {
+                    g.hosts.iter().map(move |h| {
+                        let l = format!(
+                            "host=\"{}\",{},value=\"{}\"",
+                            label(h),
+                            config_labels(f),
+                            label(&g.value)
+                        );
+                        (l, 1.0)
+                    })
+                })
+            })
+            .collect(),
+    );
+    gauge(
         "rdmadiag_fabric_missing_ranks",
         "Ranks that did not join or left mid-run.",
         vec![(String::new(), r.missing.len() as f64)],
     );
     out.finish()
+}
+
+/// A configuration finding's labels: `field="mtu",kind="differs",severity="failure"`.
+fn config_labels(f: &ConfigFinding) -> String {
+    format!(
+        "field=\"{}\",kind=\"{}\",severity=\"{}\"",
+        f.field,
+        f.kind.name(),
+        f.severity.name()
+    )
 }
 
 #[cfg(test)]

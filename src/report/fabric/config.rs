@@ -36,6 +36,45 @@ pub struct PortConfig {
     pub numa_node: Option<u32>,
 }
 
+/// The longest text a rank's [`PortConfig`] keeps per field: what a rank sends is cut to it on
+/// arrival, so a report (and its Prometheus labels) stays small whatever a rank says.
+pub const MAX_VALUE_CHARS: usize = 64;
+
+impl PortConfig {
+    /// This configuration with every text cut to [`MAX_VALUE_CHARS`] characters and its
+    /// control characters made `?` (the hello's line is bounded already: this bounds what each
+    /// rank adds to the report, and keeps a rank from writing on rank 0's terminal).
+    pub fn bounded(mut self) -> PortConfig {
+        let clean = |t: &str| -> String {
+            t.chars()
+                .take(MAX_VALUE_CHARS)
+                .map(|c| if c.is_control() { '?' } else { c })
+                .collect()
+        };
+        let cut = |s: &mut Option<String>| {
+            if let Some(t) = s {
+                *t = clean(t);
+            }
+        };
+        for s in [
+            &mut self.firmware,
+            &mut self.driver,
+            &mut self.kernel,
+            &mut self.rdma_core,
+            &mut self.rdmadiag,
+            &mut self.width,
+        ] {
+            cut(s);
+        }
+        if let Some(p) = &mut self.pcie {
+            for l in [&mut p.link, &mut p.limit].into_iter().flatten() {
+                l.address = clean(&l.address);
+            }
+        }
+        self
+    }
+}
+
 /// A device's PCIe link as the audit compares it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PcieConfig {
@@ -208,6 +247,16 @@ pub enum Severity {
     Information,
 }
 
+impl Severity {
+    /// Its name in JSON and Prometheus labels.
+    pub fn name(self) -> &'static str {
+        match self {
+            Severity::Failure => "failure",
+            Severity::Information => "information",
+        }
+    }
+}
+
 /// What a finding says of its field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -219,6 +268,17 @@ pub enum FindingKind {
     /// PCIe: hosts whose link runs below what their device could do (and that no `differs`
     /// finding names already), even if most hosts do.
     BelowMaximum,
+}
+
+impl FindingKind {
+    /// Its name in JSON and Prometheus labels.
+    pub fn name(self) -> &'static str {
+        match self {
+            FindingKind::Differs => "differs",
+            FindingKind::NoMajority => "no-majority",
+            FindingKind::BelowMaximum => "below-maximum",
+        }
+    }
 }
 
 /// The value most hosts report, and by how many.
@@ -265,7 +325,8 @@ impl ConfigFinding {
             if budget == 0 {
                 let rest = &self.groups[i..];
                 let hosts: usize = rest.iter().map(|g| g.hosts.len()).sum();
-                groups.push(format!("{} other values on {hosts} hosts", rest.len()));
+                let s = if rest.len() == 1 { "" } else { "s" };
+                groups.push(format!("{} other value{s} on {hosts} hosts", rest.len()));
                 break;
             }
             groups.push(format!("{} on {}", g.value, names(&g.hosts, &mut budget)));
@@ -293,6 +354,48 @@ impl ConfigFinding {
             ));
         }
         text
+    }
+}
+
+impl ConfigFinding {
+    /// What the finding says of `host`, if it names it: "active MTU 4096 against 1024 on 3 of
+    /// 4", "GID type RoCE v1 (no majority)", "PCIe link Gen4 x8 (max Gen4 x16), below its
+    /// maximum".
+    pub fn of_host(&self, host: &str) -> Option<String> {
+        let g = self
+            .groups
+            .iter()
+            .find(|g| g.hosts.iter().any(|h| h == host))?;
+        let label = self.field.label();
+        Some(match (&self.kind, &self.majority) {
+            (FindingKind::Differs, Some(m)) => format!(
+                "{label} {} against {} on {} of {}",
+                g.value, m.value, m.hosts, self.reporting
+            ),
+            (FindingKind::BelowMaximum, _) => format!("{label} {}, below its maximum", g.value),
+            _ => format!("{label} {} (no majority)", g.value),
+        })
+    }
+
+    /// The hosts it names, every one, in its groups' order.
+    pub fn hosts(&self) -> impl Iterator<Item = &str> {
+        self.groups
+            .iter()
+            .flat_map(|g| g.hosts.iter().map(String::as_str))
+    }
+
+    /// The finding in a few words for the verdict line: "active MTU differs on fab3", "no
+    /// majority for GID type", "PCIe link below its maximum on fab1 and fab2" (three names at
+    /// most).
+    pub fn short(&self) -> String {
+        let label = self.field.label();
+        let hosts: Vec<String> = self.hosts().map(str::to_string).collect();
+        let on = names(&hosts, &mut 3);
+        match self.kind {
+            FindingKind::Differs => format!("{label} differs on {on}"),
+            FindingKind::BelowMaximum => format!("{label} below its maximum on {on}"),
+            FindingKind::NoMajority => format!("no majority for {label}"),
+        }
     }
 }
 

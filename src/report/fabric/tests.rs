@@ -10,6 +10,7 @@ pub(crate) fn sample() -> FabricReport {
         gid: "::ffff:10.0.0.1".into(),
         address: "10.0.0.1".into(),
         test_port: 40000,
+        config: None,
     };
     let pair = |a: (u32, &str), b: (u32, &str), bw: f64, flagged: bool| PairResult {
         a: a.1.into(),
@@ -43,6 +44,7 @@ pub(crate) fn sample() -> FabricReport {
             tclass: 0,
             sl: 0,
             max_error_delta: None,
+            require_same: vec![],
         },
         rounds: 3,
         duration_s: 1.0,
@@ -69,6 +71,7 @@ pub(crate) fn sample() -> FabricReport {
         missing: vec![],
         missing_reasons: vec![],
         refused: vec![],
+        config: vec![],
     }
 }
 
@@ -112,6 +115,102 @@ fn prometheus_lines_are_well_formed() {
     odd.pairs[0].lat_us = Some(f64::INFINITY);
     let p = crate::report::export::prometheus::fabric(&odd);
     assert!(p.contains("} NaN\n") && p.contains("} +Inf\n"), "{p}");
+    // The configuration audit's families, a host name and a value that need escaping.
+    use config::{ConfigFinding, Field, FindingKind, MajorityValue, Severity, ValueGroup};
+    let finding = |field, severity, value: &str, host: &str| ConfigFinding {
+        field,
+        kind: FindingKind::Differs,
+        severity,
+        majority: Some(MajorityValue {
+            value: "1024".into(),
+            hosts: 2,
+        }),
+        groups: vec![ValueGroup {
+            value: value.into(),
+            hosts: vec![host.into()],
+        }],
+        reporting: 3,
+        unreported: 0,
+    };
+    odd.config = vec![
+        finding(Field::Mtu, Severity::Failure, "4096", "c,\"x\""),
+        finding(Field::Firmware, Severity::Information, "fw \"2\"", "a"),
+    ];
+    let p = crate::report::export::prometheus::fabric(&odd);
+    assert!(
+        p.contains(
+            "rdmadiag_fabric_config_host_differs{host=\"c,\\\"x\\\"\",field=\"mtu\",\
+             kind=\"differs\",severity=\"failure\",value=\"4096\"} 1\n"
+        ),
+        "{p}"
+    );
+    assert!(
+        p.contains(
+            "rdmadiag_fabric_config_findings{field=\"firmware\",kind=\"differs\",\
+             severity=\"information\"} 1\n"
+        ),
+        "{p}"
+    );
     let complaints = crate::report::export::prometheus::tests::promtool_complaints(&p);
     assert!(complaints.trim().is_empty(), "{complaints}\n{p}");
+}
+
+#[test]
+fn many_hosts_get_a_table_of_the_hosts_the_audit_names() {
+    use config::{ConfigFinding, Field, FindingKind, MajorityValue, Severity, ValueGroup};
+    let mut r = sample();
+    let base = r.hosts[0].clone();
+    r.hosts = (1..=40)
+        .map(|i| HostInfo {
+            rank: i - 1,
+            host: format!("n{i:02}"),
+            hostname: format!("n{i:02}"),
+            ..base.clone()
+        })
+        .collect();
+    r.suspects = Suspects::default();
+    let odd: Vec<String> = (1..=25).map(|i| format!("n{i:02}")).collect();
+    r.config = vec![ConfigFinding {
+        field: Field::Firmware,
+        kind: FindingKind::NoMajority,
+        severity: Severity::Failure,
+        majority: None,
+        groups: vec![
+            ValueGroup {
+                value: "20.31".into(),
+                hosts: odd,
+            },
+            ValueGroup {
+                value: "20.39".into(),
+                hosts: (26..=40).map(|i| format!("n{i:02}")).collect(),
+            },
+        ],
+        reporting: 40,
+        unreported: 0,
+    }];
+    let t = fabric_text(&r, Style::plain());
+    assert!(
+        t.contains("[firmware] no majority for firmware: 20.31 on n01, n02, "),
+        "{t}"
+    );
+    let table: Vec<&str> = t
+        .lines()
+        .filter(|l| l.contains(" firmware  20.31 "))
+        .collect();
+    assert_eq!(table.len(), TEXT_MAX_ROWS, "{t}");
+    assert!(t.contains("  ... and 20 more (all in --json)"), "{t}");
+    assert!(
+        t.contains("verdict: config: no majority for firmware"),
+        "{t}"
+    );
+    // And one at another value among a majority: the majority in its own column.
+    r.config[0].kind = FindingKind::Differs;
+    r.config[0].majority = Some(MajorityValue {
+        value: "20.39".into(),
+        hosts: 15,
+    });
+    r.config[0].groups.truncate(1);
+    r.config[0].groups[0].hosts.truncate(1);
+    let t = fabric_text(&r, Style::plain());
+    assert!(t.contains("20.39 (15 of 40)"), "{t}");
 }

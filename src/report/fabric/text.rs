@@ -239,6 +239,7 @@ pub fn fabric_text(r: &FabricReport, style: Style) -> String {
             );
         }
     }
+    config_section(&mut out, r, style);
     for l in &r.limits {
         let _ = writeln!(out, "\nlimit: {l}");
     }
@@ -263,9 +264,13 @@ pub fn fabric_text(r: &FabricReport, style: Style) -> String {
                 (_, Some(Direction::Send)) => ", sending only".into(),
                 (_, Some(Direction::Receive)) => ", receiving only".into(),
             };
+            let cause = n
+                .config
+                .as_deref()
+                .map_or(String::new(), |c| format!("; {c}"));
             let _ = writeln!(
                 out,
-                "  {} {} [{}{way}]: {}{}; {}",
+                "  {} {} [{}{way}]: {}{}{cause}; {}",
                 n.kind,
                 n.name,
                 n.rules
@@ -312,7 +317,23 @@ pub fn fabric_text(r: &FabricReport, style: Style) -> String {
     let failed_pairs = scheduled.iter().filter(|p| p.error.is_some()).count();
     let mut parts = Vec::new();
     if !r.suspects.hosts.is_empty() {
-        parts.push(format!("suspect host(s) {}", r.suspects.hosts.join(", ")));
+        let hosts: Vec<String> = r
+            .suspects
+            .hosts
+            .iter()
+            .map(|h| {
+                let cause = r
+                    .suspect_notes
+                    .iter()
+                    .find(|n| n.kind == "host" && n.name == *h)
+                    .and_then(|n| n.config.as_deref());
+                match cause {
+                    Some(c) => format!("{h} ({c})"),
+                    None => h.clone(),
+                }
+            })
+            .collect();
+        parts.push(format!("suspect host(s) {}", hosts.join(", ")));
     }
     if !r.suspects.links.is_empty() {
         let links: Vec<String> = r
@@ -332,6 +353,17 @@ pub fn fabric_text(r: &FabricReport, style: Style) -> String {
     }
     for f in &failing {
         parts.push(format!("fabric-wide: {} on {} pairs", f.rule, f.pairs));
+    }
+    // A failing finding whose hosts are all suspects is said with them (their cause) already.
+    let config: Vec<String> = r
+        .config
+        .iter()
+        .filter(|f| f.severity == config::Severity::Failure)
+        .filter(|f| !f.hosts().all(|h| r.suspects.hosts.iter().any(|s| s == h)))
+        .map(|f| f.short())
+        .collect();
+    if !config.is_empty() {
+        parts.push(format!("config: {}", config.join("; ")));
     }
     if failed_pairs > 0 && r.suspects.is_empty() && failing.is_empty() {
         parts.push(format!("{failed_pairs} pair(s) failed"));
@@ -362,4 +394,64 @@ pub fn fabric_text(r: &FabricReport, style: Style) -> String {
     };
     let _ = writeln!(out, "\n{verdict}");
     out
+}
+
+/// The configuration audit: a sentence per finding (failures first); past [`MATRIX_MAX_HOSTS`]
+/// hosts, also a table of the hosts it names (host, field, its value, the majority's).
+fn config_section(out: &mut String, r: &FabricReport, style: Style) {
+    let told = r.hosts.iter().filter(|h| h.config.is_some()).count();
+    if r.config.is_empty() {
+        if told > 1 {
+            let _ = writeln!(
+                out,
+                "\nconfiguration: the same on all {told} hosts that told it"
+            );
+        }
+        return;
+    }
+    let _ = writeln!(out, "\nconfiguration ({told} hosts told theirs)");
+    for f in &r.config {
+        let _ = writeln!(
+            out,
+            "  [{}] {}{}",
+            f.field,
+            f.text(),
+            if f.severity == config::Severity::Failure {
+                ""
+            } else {
+                " (information)"
+            }
+        );
+    }
+    if r.hosts.len() <= MATRIX_MAX_HOSTS {
+        return;
+    }
+    let mut t = style.table(&["host", "field", "value", "most hosts"]);
+    let mut rows = 0usize;
+    for f in &r.config {
+        let most = f.majority.as_ref().map_or("-".to_string(), |m| {
+            format!("{} ({} of {})", m.value, m.hosts, f.reporting)
+        });
+        for g in &f.groups {
+            for h in &g.hosts {
+                rows += 1;
+                if rows <= TEXT_MAX_ROWS {
+                    t.add_row(vec![
+                        h.clone(),
+                        f.field.label().to_string(),
+                        g.value.clone(),
+                        most.clone(),
+                    ]);
+                }
+            }
+        }
+    }
+    out.push_str(&finish(&t));
+    if rows > TEXT_MAX_ROWS {
+        let _ = writeln!(
+            out,
+            "  ... and {} more (all in --json)",
+            rows - TEXT_MAX_ROWS
+        );
+    }
 }
