@@ -1148,22 +1148,10 @@ fn every_key_of_the_fabric_report_is_documented() {
     assert!(!o.missing.is_empty() && !o.suspects.is_empty() && !o.notes.is_empty());
     assert!(!o.config.is_empty() && o.notes.iter().any(|n| n.config.is_some()));
     let settings = rdmadiag::report::fabric::FabricSettings {
-        pattern: "all-pairs".into(),
-        tests: vec!["bw".into(), "lat".into()],
-        bw_size: 65536,
-        bw_iterations: 100,
-        lat_size: 2,
-        lat_iterations: 100,
         min_bw_ratio: 0.8,
-        max_lat_ratio: 1.5,
         expect_bw_gbps: Some(1.0),
-        expect_lat_us: None,
-        timeout_s: 30.0,
-        counter_check: true,
         max_error_delta: Some(5),
-        tclass: 0,
-        sl: 0,
-        require_same: vec![],
+        ..audit::settings()
     };
     let r = rdmadiag::fabric::report(o, settings, Duration::from_secs(1));
     let v = serde_json::to_value(&r).unwrap();
