@@ -45,6 +45,10 @@ cat >"$work/guest.sh" <<'GUEST'
 repeat=$1 scale=$2 bin=$3 work=$4 rows=$5
 port=19500
 T=600
+# One TSC read per latency sample, as perftest's (the guest's kernel does not list the TSC as
+# invariant, and its CLOCK_MONOTONIC is a system call): set here, not with env(1), which
+# valgrind would measure instead of the program it execs.
+export RDMADIAG_CLOCK=tsc
 wait_port() { for _ in $(seq 600); do ss -ltn "sport = :$1" | grep -q LISTEN && return 0; sleep 0.05; done; return 1; }
 fail() { echo "bench: $*"; exit 1; }
 
@@ -64,7 +68,7 @@ measure() {
         split)
             # Every instruction's count, kept for the host to split into work and wait.
             local out="$work/callgrind.$row.$tool.$n.$k"
-            timeout $T valgrind --tool=callgrind --dump-instr=yes --compress-pos=no \
+            timeout $T valgrind --tool=callgrind --vgdb=no --dump-instr=yes --compress-pos=no \
                 --compress-strings=no --callgrind-out-file="$out" \
                 "$@" >"$work/client.out" 2>"$work/valgrind.err" ||
                 fail "$* failed under callgrind: $(tail -5 "$work/valgrind.err")"
@@ -89,16 +93,14 @@ run() {
             server=("ib_${op}_bw" -x 1 -p $port -s "$size" -n "$n")
             client=("ib_${op}_bw" -x 1 -p $port -s "$size" -n "$n" 10.77.0.1) ;;
         lat_*/rdmadiag)
-            # One TSC read per sample, as perftest's (RDMADIAG_CLOCK=tsc: the guest's kernel
-            # does not list the TSC as invariant, and its CLOCK_MONOTONIC is a system call).
-            server=(env RDMADIAG_CLOCK=tsc "$bin" lat -p $port --timeout 120s)
-            client=(env RDMADIAG_CLOCK=tsc "$bin" lat 10.77.0.1 -p $port --timeout 120s --op "$op" -s 2 -n "$n" -I 0 --timing perftest) ;;
+            server=("$bin" lat -p $port --timeout 120s)
+            client=("$bin" lat 10.77.0.1 -p $port --timeout 120s --op "$op" -s 2 -n "$n" -I 0 --timing perftest) ;;
         lat_*/peer)
             server=("ib_${op}_lat" -x 1 -p $port -s 2 -n "$n")
             client=("ib_${op}_lat" -x 1 -p $port -s 2 -n "$n" 10.77.0.1) ;;
         pingpong/rdmadiag)
-            server=(env RDMADIAG_CLOCK=tsc "$bin" pingpong -p $port -s "$size" -n "$n" --timeout 120s)
-            client=(env RDMADIAG_CLOCK=tsc "$bin" pingpong 10.77.0.1 -p $port -s "$size" -n "$n" --timeout 120s) ;;
+            server=("$bin" pingpong -p $port -s "$size" -n "$n" --timeout 120s)
+            client=("$bin" pingpong 10.77.0.1 -p $port -s "$size" -n "$n" --timeout 120s) ;;
         pingpong/peer)
             server=(ibv_rc_pingpong -g 1 -p $port -s "$size" -n "$n")
             client=(ibv_rc_pingpong -g 1 -p $port -s "$size" -n "$n" 10.77.0.1) ;;
@@ -199,7 +201,8 @@ for row in sys.argv[2].split():
         o, t = statistics.median(per["rdmadiag"]), statistics.median(per["peer"])
         ratio = f"{o / t:.2f}" if t > 0 else ("=" if o == t else "inf")
         print(f"{row:<14}{how:<14}{fmt(per['rdmadiag']):>28}{fmt(per['peer']):>28}{ratio:>8}")
-print("\npeer tools: perftest (ib_*_bw, ib_*_lat) and ibv_rc_pingpong; client command lines at N:")
+print("\npeer tools: perftest (ib_*_bw, ib_*_lat) and ibv_rc_pingpong; rdmadiag ran with "
+      "RDMADIAG_CLOCK=tsc (one TSC read per latency sample, as perftest); client command lines at N:")
 for row in sys.argv[2].split():
     for tool in ("rdmadiag", "peer"):
         print(f"  {row:<14}{cmds.get((row, tool), '?')}")
