@@ -13,12 +13,13 @@
 # difference over 2N: start-up and teardown cancel. Every figure is printed for each repeat, so
 # the spread shows; the ratio is of the repeats' medians. The latency rows' instructions include
 # the wait loop's empty polls, which vary with the guest's timing; so for the latency and
-# pingpong rows each client also runs under callgrind (one figure per instruction executed) and
-# its instructions are split: "wait" is every instruction executed more than WAIT_PER_OP (32)
-# times per operation (the spin on a completion or on the last byte, and the empty polls it
-# makes), "work" the rest (posting, the completion's handling, taking the sample). Work is what
-# the tool costs; wait only says how long it spun. Under TCG only counts (never times) mean
-# anything.
+# pingpong rows each client also runs under callgrind (a count per instruction executed) at N
+# and 3N, and the instructions the 2N more operations added are split: "wait" is every
+# instruction whose executions grew by more than SPIN_PER_OP (4) per operation (the spin on a
+# completion or on the last byte and its empty polls; also post-processing that grows faster
+# than the count, such as perftest's sort of its samples), "work" the rest (posting, handling the
+# completion, taking the sample). Work is what the tool costs; wait only says how long it spun.
+# Under TCG only counts (never times) mean anything.
 # A benchmark, not a test: it fails only when a run fails, never because of a ratio.
 set -euo pipefail
 # shellcheck source=scripts/lib/common.sh
@@ -153,11 +154,10 @@ grep -v -e '^sample ' -e '^cmd ' "$work/lab.out" >&2 || true
 python3 - "$work/lab.out" "$rows" <<'PY'
 import statistics, sys
 # (row, tool, measure) -> {n: [values, one per repeat]}
-WAIT_PER_OP = 32
+SPIN_PER_OP = 4
 
-def split(path, ops):
-    """(work, wait) instructions of a callgrind profile: an instruction executed more than
-    WAIT_PER_OP times per operation is the wait loop's."""
+def profile(path):
+    """Each instruction's execution count in a callgrind profile (its Ir: one per execution)."""
     counts, ob, skip = {}, None, False
     for line in open(path):
         if skip:
@@ -169,20 +169,39 @@ def split(path, ops):
         elif line.startswith("0x"):
             addr, _line, ir = line.split()[:3]
             counts[(ob, addr)] = counts.get((ob, addr), 0) + int(ir)
-    wait = sum(c for c in counts.values() if c > WAIT_PER_OP * ops)
-    return sum(counts.values()) - wait, wait
+    return counts
 
-runs, cmds = {}, {}
+def split(short, long, ops):
+    """(work, wait) instructions per operation between two profiles `ops` operations apart: an
+    instruction whose executions grew by more than SPIN_PER_OP per operation is a spin's (or
+    post-processing that grows faster than the count, like a sort of the samples)."""
+    a, b = profile(short), profile(long)
+    work = wait = 0
+    for key in set(a) | set(b):
+        grown = b.get(key, 0) - a.get(key, 0)
+        if grown > SPIN_PER_OP * ops:
+            wait += grown
+        else:
+            work += grown
+    return work / ops, wait / ops
+
+runs, cmds, profiles = {}, {}, {}
 for line in open(sys.argv[1]):
     p = line.split()
     if len(p) == 6 and p[0] == "sample":
         runs.setdefault((p[1], p[2], p[3]), {}).setdefault(int(p[4]), []).append(int(p[5]))
     elif len(p) == 5 and p[0] == "split":
-        work, wait = split(p[4], int(p[3]))
-        for how, v in (("work", work), ("wait", wait)):
-            runs.setdefault((p[1], p[2], how), {}).setdefault(int(p[3]), []).append(v)
+        profiles.setdefault((p[1], p[2]), {}).setdefault(int(p[3]), []).append(p[4])
     elif len(p) > 3 and p[0] == "cmd":
         cmds.setdefault((p[1], p[2]), " ".join(p[3:]))
+# Work and wait per operation, each repeat, from the two profiles of that repeat (N and 3N).
+split_per = {}
+for (row, tool), by_n in profiles.items():
+    n1, n3 = sorted(by_n)
+    for short, long in zip(by_n[n1], by_n[n3]):
+        work, wait = split(short, long, n3 - n1)
+        split_per.setdefault((row, tool, "work"), []).append(work)
+        split_per.setdefault((row, tool, "wait"), []).append(wait)
 peer = lambda row: "ibv_rc_pingpong" if row == "pingpong" else "perftest"
 print("\nper operation: (count at 3N - count at N) / 2N, each repeat; ratio of the medians "
       "(goal <= 1.00)\n")
@@ -192,6 +211,9 @@ for row in sys.argv[2].split():
     for how in hows:
         per = {}
         for tool in ("rdmadiag", "peer"):
+            if how in ("work", "wait"):
+                per[tool] = split_per.get((row, tool, how)) or sys.exit(f"no {how} for {row} {tool}")
+                continue
             by_n = runs.get((row, tool, how))
             if not by_n or len(by_n) != 2:
                 sys.exit(f"no {how} samples for {row} {tool}")
