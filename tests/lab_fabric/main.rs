@@ -934,34 +934,56 @@ fn f_intruders_without_the_jobs_credential_are_refused_and_the_verdict_is_unchan
 fn g_a_one_way_slow_link_is_the_suspect_link() {
     require_fabric();
     let _slow = Impaired::new(&["link", "--one-way", "fab2", "fab4", SLOW_ONE_WAY]);
-    let run = fabric(Launch::Slurm, &args(&[]), None);
-    let v = run.report();
-    let summary = pair_summary(&v);
-    assert_eq!(
-        run.rank0().rc,
-        Some(3),
-        "fab2 -> fab4 slow: rank 0 should exit 3\n{summary}stderr: {}",
-        run.rank0().stderr
-    );
-    assert_all_six_pairs(&v);
-    // Exactly one entry: a link slow in one direction is one suspect, not one a direction.
-    assert_eq!(
-        suspect_links(&v),
-        [("fab2".to_string(), "fab4".to_string())],
-        "only fab2 -> fab4 is slow: fab2 - fab4 should be the one suspect link, once\n{summary}{v}"
-    );
-    assert!(
-        suspect_hosts(&v).is_empty() && suspect_groups(&v) == 0,
-        "a link slow one way makes neither of its hosts a suspect\n{summary}{v}"
-    );
-    let rules = note_rules(&v);
-    assert!(
-        rules
-            .iter()
-            .any(|(n, r)| n.contains("fab2") && n.contains("fab4") && r.starts_with("bw-")),
-        "the link fab2 - fab4 should be a suspect by a bandwidth rule: {rules:?}\n{summary}{v}"
-    );
-    assert_counters_are_information(&v);
+    // The slow link must be named in every run: a fault is never passed. A false suspect beside
+    // it, made by the lab's noise, gets one more run, which must be exact (CI of b1f4c51:
+    // fab1 - fab3 was retested at 0.90 x and 0.51 x of the reference, the second with a 1.7 ms
+    // latency, a stalled guest, and confirmed; the verdict cannot tell that from a link at
+    // half speed).
+    for attempt in 0..2 {
+        let run = fabric(Launch::Slurm, &args(&[]), None);
+        let v = run.report();
+        let summary = pair_summary(&v);
+        assert_eq!(
+            run.rank0().rc,
+            Some(3),
+            "fab2 -> fab4 slow: rank 0 should exit 3\n{summary}stderr: {}",
+            run.rank0().stderr
+        );
+        assert_all_six_pairs(&v);
+        let links = suspect_links(&v);
+        assert!(
+            links.contains(&("fab2".to_string(), "fab4".to_string())),
+            "fab2 -> fab4 is slow: the link fab2 - fab4 must be a suspect\n{summary}{v}"
+        );
+        let exact = links.len() == 1 && suspect_hosts(&v).is_empty() && suspect_groups(&v) == 0;
+        if !exact && attempt == 0 {
+            eprintln!(
+                "a suspect beside fab2 - fab4 (the lab's noise?); one more run must be exact:\n\
+                 {summary}suspects: {}",
+                v["suspects"]
+            );
+            continue;
+        }
+        // Exactly one entry: a link slow in one direction is one suspect, not one a direction.
+        assert_eq!(
+            links,
+            [("fab2".to_string(), "fab4".to_string())],
+            "only fab2 -> fab4 is slow: fab2 - fab4 should be the one suspect link, once\n{summary}{v}"
+        );
+        assert!(
+            suspect_hosts(&v).is_empty() && suspect_groups(&v) == 0,
+            "a link slow one way makes neither of its hosts a suspect\n{summary}{v}"
+        );
+        let rules = note_rules(&v);
+        assert!(
+            rules
+                .iter()
+                .any(|(n, r)| n.contains("fab2") && n.contains("fab4") && r.starts_with("bw-")),
+            "the link fab2 - fab4 should be a suspect by a bandwidth rule: {rules:?}\n{summary}{v}"
+        );
+        assert_counters_are_information(&v);
+        return;
+    }
 }
 
 #[test]
