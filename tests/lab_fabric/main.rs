@@ -182,6 +182,9 @@ enum Launch {
     NoLauncherEnv,
     /// Plain `srun`, this rank starting 10 s after the others (the rendezvous stays open).
     SlurmLate(u32),
+    /// The same, 25 s after (run with a --timeout above that): room for an intruder's six
+    /// attempts when the lab stalls (one took 3.6 s once, and the rendezvous closed after one).
+    SlurmVeryLate(u32),
 }
 
 /// The key of the runs without a launcher (under srun the ranks use munge).
@@ -208,6 +211,7 @@ fn fabric(launch: Launch, args: &[&str], kill_rank: Option<u32>) -> FabricRun {
     let unset = match launch {
         Launch::Slurm => String::new(),
         Launch::SlurmLate(r) => format!("[ \"$r\" = {r} ] && sleep 10\n"),
+        Launch::SlurmVeryLate(r) => format!("[ \"$r\" = {r} ] && sleep 25\n"),
         Launch::NoLauncherEnv => format!(
             "for v in $(compgen -e); do case $v in SLURM_*|SRUN_*|PMI_*|PMIX_*|OMPI_*) unset \"$v\";; esac; done\n\
              export RDMADIAG_FABRIC_KEY={KEY}\n"
@@ -874,7 +878,7 @@ fn f_intruders_without_the_jobs_credential_are_refused_and_the_verdict_is_unchan
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let stop_port = stop.clone();
     let port_intruder = std::thread::spawn(move || intrude_on_the_test_port(&stop_port));
-    let run = fabric(Launch::SlurmLate(3), &args(&[]), None);
+    let run = fabric(Launch::SlurmVeryLate(3), &args(&["--timeout", "60s"]), None);
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let on_port = port_intruder.join().unwrap();
     let got = intruder.join().unwrap();
