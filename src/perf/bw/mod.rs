@@ -190,7 +190,12 @@ pub fn run(
                 ud,
             };
             match p.cycle {
-                Some(cycle) => list.set_cycled(slot, &req, cycle)?,
+                Some(cycle) => {
+                    list.set_cycled(slot, &req, cycle)?;
+                    // A post list's request i always goes to position i, as perftest lays its
+                    // lists out: placed once here, not per post.
+                    list.place(slot, slot as u64);
+                }
                 None => list.set(slot, &req)?,
             }
         }
@@ -204,9 +209,8 @@ pub fn run(
             stopped: !p.receive,
         });
     }
-    // With a cycle (perftest's), one request per post steps per operation; a post list's
-    // request i always goes to position i, as perftest lays its lists out.
-    let position = |seq: u64, slot: usize| if list_cap == 1 { seq } else { slot as u64 };
+    // With a cycle (perftest's), one request per post steps per operation.
+    let step = p.cycle.is_some() && list_cap == 1;
     let mut wcs = [Completion::default(); 16];
     let mut samples = Samples::new();
     let start = Instant::now();
@@ -236,7 +240,9 @@ pub fn run(
                 if ending {
                     if in_flight < p.tx_depth as u64 {
                         // One last signaled request (a SEND carries the stop mark).
-                        s.list.place(0, position(s.posted, 0));
+                        if step {
+                            s.list.place(0, s.posted);
+                        }
                         s.list.mark(0, s.posted, true);
                         if p.op == Op::Send {
                             s.list.set_send_imm(0, Some(STOP_IMM));
@@ -253,7 +259,9 @@ pub fn run(
                     if room > 0 {
                         for i in 0..room {
                             let seq = s.posted + i as u64;
-                            s.list.place(i, position(seq, i));
+                            if step {
+                                s.list.place(i, seq);
+                            }
                             s.list.mark(i, seq, (seq + 1).is_multiple_of(cq_mod));
                         }
                         s.tq.qp.post_send_list(&mut s.list, room)?;
