@@ -158,32 +158,38 @@ SPIN_PER_OP = 4
 
 def profile(path):
     """Each instruction's execution count in a callgrind profile (its Ir: one per execution)."""
-    counts, ob, skip = {}, None, False
+    counts, names, ob, fn, skip = {}, {}, None, None, False
     for line in open(path):
         if skip:
             skip = False
         elif line.startswith("ob="):
             ob = line[3:].strip()
+        elif line.startswith("fn="):
+            fn = line[3:].strip()
         elif line.startswith("calls="):
             skip = True  # the next line is the call's inclusive cost, counted in the callee
         elif line.startswith("0x"):
             addr, _line, ir = line.split()[:3]
             counts[(ob, addr)] = counts.get((ob, addr), 0) + int(ir)
-    return counts
+            names[(ob, addr)] = (ob.rsplit("/", 1)[-1], fn)
+    return counts, names
 
 def split(short, long, ops):
     """(work, wait) instructions per operation between two profiles `ops` operations apart: an
     instruction whose executions grew by more than SPIN_PER_OP per operation is a spin's (or
     post-processing that grows faster than the count, like a sort of the samples)."""
-    a, b = profile(short), profile(long)
+    (a, _), (b, names) = profile(short), profile(long)
     work = wait = 0
+    by_fn = {}
     for key in set(a) | set(b):
         grown = b.get(key, 0) - a.get(key, 0)
         if grown > SPIN_PER_OP * ops:
             wait += grown
         else:
             work += grown
-    return work / ops, wait / ops
+            name = names.get(key, ("?", "?"))
+            by_fn[name] = by_fn.get(name, 0) + grown
+    return work / ops, wait / ops, {k: v / ops for k, v in by_fn.items()}
 
 runs, cmds, profiles = {}, {}, {}
 for line in open(sys.argv[1]):
@@ -195,11 +201,12 @@ for line in open(sys.argv[1]):
     elif len(p) > 3 and p[0] == "cmd":
         cmds.setdefault((p[1], p[2]), " ".join(p[3:]))
 # Work and wait per operation, each repeat, from the two profiles of that repeat (N and 3N).
-split_per = {}
+split_per, work_fns = {}, {}
 for (row, tool), by_n in profiles.items():
     n1, n3 = sorted(by_n)
     for short, long in zip(by_n[n1], by_n[n3]):
-        work, wait = split(short, long, n3 - n1)
+        work, wait, by_fn = split(short, long, n3 - n1)
+        work_fns.setdefault((row, tool), by_fn)
         split_per.setdefault((row, tool, "work"), []).append(work)
         split_per.setdefault((row, tool, "wait"), []).append(wait)
 peer = lambda row: "ibv_rc_pingpong" if row == "pingpong" else "perftest"
@@ -223,6 +230,14 @@ for row in sys.argv[2].split():
         o, t = statistics.median(per["rdmadiag"]), statistics.median(per["peer"])
         ratio = f"{o / t:.2f}" if t > 0 else ("=" if o == t else "inf")
         print(f"{row:<14}{how:<14}{fmt(per['rdmadiag']):>28}{fmt(per['peer']):>28}{ratio:>8}")
+print("\nwork per operation by function (first repeat; the 12 largest, object and function):")
+for row in sys.argv[2].split():
+    for tool in ("rdmadiag", "peer"):
+        fns = work_fns.get((row, tool))
+        if not fns:
+            continue
+        top = sorted(fns.items(), key=lambda kv: -kv[1])[:12]
+        print(f"  {row} {tool}: " + "; ".join(f"{fn} ({ob}) {v:.0f}" for (ob, fn), v in top if v >= 1))
 print("\npeer tools: perftest (ib_*_bw, ib_*_lat) and ibv_rc_pingpong; rdmadiag ran with "
       "RDMADIAG_CLOCK=tsc (one TSC read per latency sample, as perftest); client command lines at N:")
 for row in sys.argv[2].split():

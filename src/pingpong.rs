@@ -5,7 +5,7 @@ use crate::connect::control::QpType;
 use crate::connect::test_qp::{GRH_BYTES, TestQp};
 use crate::perf::{Progress, Side};
 use crate::stats::{LatencyRecorder, Samples};
-use crate::verbs::{Completion, CompletionQueue, SendOp, SendRequest, UdDest};
+use crate::verbs::{Completion, CompletionQueue, SendList, SendOp, SendRequest, UdDest};
 use anyhow::{Result, bail};
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -176,15 +176,9 @@ fn check(c: &Completion, what: impl FnOnce() -> String) -> Result<()> {
 /// Immediate value marking the initiator's last message.
 pub const LAST_IMM: u32 = 0x4c41_5354;
 
-/// Post send number `seq`; `last` is the final one (signaled; marked when `mark`).
-fn send_reply(
-    tq: &TestQp,
-    p: &PingpongParams,
-    remote: (u32, u32),
-    seq: u64,
-    last: bool,
-    mark: bool,
-) -> Result<()> {
+/// The send every round trip posts, built and checked once: per post only its id, its signal
+/// bit and (the last) its immediate value change.
+fn reply_list<'a>(tq: &'a TestQp, p: &PingpongParams, remote: (u32, u32)) -> Result<SendList<'a>> {
     let (remote_qpn, remote_qkey) = remote;
     let inline = p.size <= p.inline_max.min(tq.qp.caps().max_inline_data as usize) && p.size > 0;
     let ud = match (&tq.ah, tq.transport) {
@@ -195,19 +189,37 @@ fn send_reply(
         }),
         _ => None,
     };
-    tq.qp.post_send(&SendRequest {
-        wr_id: SEND_BIT | seq,
-        op: if last && mark {
-            SendOp::SendWithImm(LAST_IMM)
-        } else {
-            SendOp::Send
+    let mut list = SendList::new(1);
+    list.set(
+        0,
+        &SendRequest {
+            wr_id: 0,
+            op: SendOp::Send,
+            mr: &tq.mr,
+            range: 0..p.size,
+            signaled: false,
+            inline,
+            ud,
         },
-        mr: &tq.mr,
-        range: 0..p.size,
-        signaled: last || (seq + 1).is_multiple_of(p.signal_every.max(1)),
-        inline,
-        ud,
-    })?;
+    )?;
+    Ok(list)
+}
+
+/// Post send number `seq`; `last` is the final one (signaled; marked when `mark`).
+fn send_reply(
+    tq: &TestQp,
+    list: &mut SendList<'_>,
+    p: &PingpongParams,
+    seq: u64,
+    last: bool,
+    mark: bool,
+) -> Result<()> {
+    let signaled = last || (seq + 1).is_multiple_of(p.signal_every.max(1));
+    list.mark(0, SEND_BIT | seq, signaled);
+    if last && mark {
+        list.set_send_imm(0, Some(LAST_IMM));
+    }
+    tq.qp.post_send_list(list, 1)?;
     Ok(())
 }
 
@@ -225,6 +237,7 @@ pub fn run(
     stop: &AtomicBool,
 ) -> Result<PingpongOutcome> {
     let mut poller = Poller::new(&tq.cq, p.events);
+    let mut sends = reply_list(tq, p, remote)?;
     let mut latency = Samples::new(Clock::get(), p.duration.is_none().then_some(p.iterations));
     // Sends posted, and sends known complete (through the signaled ones).
     let (mut sent, mut acked) = (0u64, 0u64);
@@ -265,7 +278,7 @@ pub fn run(
             if sent - acked >= SEND_WINDOW {
                 bail!("the send queue to {} stopped draining", p.peer);
             }
-            send_reply(tq, p, remote, sent, last, p.mark_last)?;
+            send_reply(tq, &mut sends, p, sent, last, p.mark_last)?;
             sent += 1;
         }
         // Wait for the peer's message (and reap our sends on the way). Strict: on the initiator
@@ -311,7 +324,7 @@ pub fn run(
                 if sent - acked >= SEND_WINDOW {
                     bail!("the send queue to {} stopped draining", p.peer);
                 }
-                send_reply(tq, p, remote, sent, last, false)?;
+                send_reply(tq, &mut sends, p, sent, last, false)?;
                 sent += 1;
                 // Strict: wait for the reply's own completion (keeping a message that beats it).
                 while strict && acked < sent {

@@ -8,7 +8,7 @@ use crate::clock::{Clock, Deadline, Stamp};
 use crate::connect::endpoint::RemoteMemory;
 use crate::connect::test_qp::TestQp;
 use crate::stats::{LatencyRecorder, Samples};
-use crate::verbs::{Completion, SendOp, SendRequest};
+use crate::verbs::{AddressCycle, Completion, SendList, SendOp, SendRequest};
 use anyhow::{Result, anyhow, bail};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -74,8 +74,10 @@ fn mark(i: u64) -> u8 {
     (i % 254) as u8 + 1
 }
 
-/// Our RDMA WRITEs: sequence-numbered, signaled every `signal_every` and the last.
-struct Writes {
+/// Our RDMA WRITEs: sequence-numbered, signaled every `signal_every` and the last, posted from
+/// one work request built (and checked) once: per post only its id and signal bit change.
+struct Writes<'a> {
+    list: SendList<'a>,
     sent: u64,
     acked: u64,
     signal_every: u64,
@@ -84,21 +86,33 @@ struct Writes {
 /// Writes allowed in flight (the send queue holds 64).
 const WRITE_WINDOW: u64 = 48;
 
-impl Writes {
+impl<'a> Writes<'a> {
+    fn new(req: &SendRequest<'a>, signal_every: u64) -> Result<Self> {
+        let mut list = SendList::new(1);
+        list.set(0, req)?;
+        Ok(Writes {
+            list,
+            sent: 0,
+            acked: 0,
+            signal_every: signal_every.max(1),
+        })
+    }
+
+    /// Reap at most one completion (one is all a strict run ever has in flight).
     fn reap(&mut self, tq: &TestQp, peer: &str) -> Result<()> {
-        let mut wcs = [Completion::default(); 8];
-        let n = tq.cq.poll(&mut wcs)?;
-        for c in &wcs[..n] {
-            if !c.status.is_success() {
-                bail!(
-                    "an RDMA operation with {peer} completed with {}: {} (vendor error 0x{:x})",
-                    c.status,
-                    c.status.likely_cause(),
-                    c.vendor_err
-                );
-            }
-            self.acked = self.acked.max(c.wr_id + 1);
+        let mut c = Completion::default();
+        if tq.cq.poll(std::slice::from_mut(&mut c))? == 0 {
+            return Ok(());
         }
+        if !c.status.is_success() {
+            bail!(
+                "an RDMA operation with {peer} completed with {}: {} (vendor error 0x{:x})",
+                c.status,
+                c.status.likely_cause(),
+                c.vendor_err
+            );
+        }
+        self.acked = self.acked.max(c.wr_id + 1);
         Ok(())
     }
 
@@ -118,27 +132,10 @@ impl Writes {
         Ok(())
     }
 
-    fn post(
-        &mut self,
-        tq: &TestQp,
-        to: (RemoteMemory, usize),
-        size: usize,
-        inline: bool,
-        last: bool,
-    ) -> Result<()> {
-        let (remote, max_size) = to;
-        tq.qp.post_send(&SendRequest {
-            wr_id: self.sent,
-            op: SendOp::Write {
-                remote_addr: remote.addr + max_size as u64,
-                rkey: remote.rkey,
-            },
-            mr: &tq.mr,
-            range: 0..size,
-            signaled: last || (self.sent + 1).is_multiple_of(self.signal_every),
-            inline,
-            ud: None,
-        })?;
+    fn post(&mut self, tq: &TestQp, last: bool) -> Result<()> {
+        let signaled = last || (self.sent + 1).is_multiple_of(self.signal_every);
+        self.list.mark(0, self.sent, signaled);
+        tq.qp.post_send_list(&mut self.list, 1)?;
         self.sent += 1;
         Ok(())
     }
@@ -146,7 +143,7 @@ impl Writes {
 
 /// WRITE latency, either side. The landing zone of `size` bytes starts at `max_size`.
 pub fn run_write(
-    tq: &mut TestQp,
+    tq: &TestQp,
     side: Side,
     remote: RemoteMemory,
     max_size: usize,
@@ -168,11 +165,21 @@ pub fn run_write(
     let landing = max_size + size - 1;
     let total = p.iterations.unwrap_or(u64::MAX);
     let mut latency = Samples::new(clock, p.iterations);
-    let mut writes = Writes {
-        sent: 0,
-        acked: 0,
-        signal_every: p.signal_every.max(1),
-    };
+    let mut writes = Writes::new(
+        &SendRequest {
+            wr_id: 0,
+            op: SendOp::Write {
+                remote_addr: remote.addr + remote_landing as u64,
+                rkey: remote.rkey,
+            },
+            mr: &tq.mr,
+            range: 0..size,
+            signaled: false,
+            inline,
+            ud: None,
+        },
+        p.signal_every,
+    )?;
     // perftest's way: our write's completion is part of every sample (and every reply).
     let strict = writes.signal_every == 1;
     let start = Instant::now();
@@ -196,7 +203,11 @@ pub fn run_write(
             // deadline spin only every 256.
             spins = spins.wrapping_add(1);
             if spins.is_multiple_of(256) {
-                writes.reap(tq, &p.peer)?;
+                // Only unsignaled runs have writes in flight here (a strict one waited for
+                // its write's completion before this wait): no empty poll otherwise.
+                if writes.sent > writes.acked {
+                    writes.reap(tq, &p.peer)?;
+                }
                 if deadline.expired() {
                     bail!(
                         "timed out after {} waiting for the peer's RDMA WRITE of iteration {} \
@@ -225,7 +236,7 @@ pub fn run_write(
             let want = mark(i);
             let seen = wait_for(tq, (want, stop_mark), &mut writes, i)?;
             writes.wait_room(tq, p, WRITE_WINDOW)?;
-            tq.mr.as_mut_slice()[size - 1] = seen;
+            tq.mr.write_volatile(size - 1, seen);
             let stopped = Some(seen) == stop_mark;
             let last = stopped || i + 1 >= total;
             if perftest {
@@ -235,7 +246,7 @@ pub fn run_write(
                     latency.push(before, now);
                 }
             }
-            writes.post(tq, (remote, remote_landing), size, inline, last)?;
+            writes.post(tq, last)?;
             if strict {
                 writes.wait_room(tq, p, 1)?;
             }
@@ -245,8 +256,8 @@ pub fn run_write(
             }
             continue;
         }
-        tq.mr.as_mut_slice()[size - 1] = v;
-        writes.post(tq, (remote, remote_landing), size, inline, last)?;
+        tq.mr.write_volatile(size - 1, v);
+        writes.post(tq, last)?;
         if strict {
             writes.wait_room(tq, p, 1)?;
         }
@@ -310,10 +321,33 @@ pub fn run_serial(
             "RDMA READ",
         ),
     };
+    // One work request built and checked once; per operation only its id, its slot's
+    // addresses (slots > 1) and a compare-and-swap's operands change.
+    let mut list = SendList::new(1);
+    let req = SendRequest {
+        wr_id: 0,
+        op,
+        mr: &tq.mr,
+        range: 0..p.size,
+        signaled: true,
+        inline: false,
+        ud: None,
+    };
+    // (Atomics stay on their one target word, and their result lands at the buffer's start.)
+    let cycled = slots > 1 && !p.op.is_atomic();
+    if cycled {
+        let cycle = AddressCycle {
+            stride: p.size as u64,
+            positions: slots,
+        };
+        list.set_cycled(0, &req, cycle)?;
+    } else {
+        list.set(0, &req)?;
+    }
     let total = p.iterations.unwrap_or(u64::MAX);
     let clock = Clock::get();
     let mut latency = Samples::new(clock, p.iterations);
-    let mut wcs = [Completion::default(); 4];
+    let mut c = Completion::default();
     let start = Instant::now();
     // One clock read per sample, as perftest's: a sample runs from the previous completion
     // (the moment this operation is posted, give or take the loop) to this one's.
@@ -325,36 +359,20 @@ pub fn run_serial(
             i += 1;
             continue;
         }
-        let at = (i % slots) as usize * p.size;
-        let op = match op {
-            SendOp::Write { remote_addr, rkey } => SendOp::Write {
-                remote_addr: remote_addr + at as u64,
-                rkey,
-            },
-            SendOp::Read { remote_addr, rkey } => SendOp::Read {
-                remote_addr: remote_addr + at as u64,
-                rkey,
-            },
-            SendOp::FetchAdd { .. } | SendOp::CmpSwap { .. } => {
-                atomic::lat_op(p.op, remote, p.atomic_base, i)?
-            }
-            other => other,
-        };
-        tq.qp.post_send(&SendRequest {
-            wr_id: i,
-            op,
-            mr: &tq.mr,
-            range: at..at + p.size,
-            signaled: true,
-            inline: false,
-            ud: None,
-        })?;
+        if cycled {
+            list.place(0, i);
+        }
+        if let SendOp::CmpSwap { .. } = op {
+            let before = p.atomic_base.wrapping_add(i);
+            list.set_compare_swap(0, before, before.wrapping_add(1));
+        }
+        list.mark(0, i, true);
+        tq.qp.post_send_list(&mut list, 1)?;
         let mut deadline = Deadline::new(p.timeout);
         let mut spins = 0u32;
-        let c = loop {
-            let n = tq.cq.poll(&mut wcs)?;
-            if n > 0 {
-                break wcs[0];
+        loop {
+            if tq.cq.poll(std::slice::from_mut(&mut c))? > 0 {
+                break;
             }
             if deadline.expired() {
                 return Err(anyhow!(
@@ -369,7 +387,7 @@ pub fn run_serial(
             if spins.is_multiple_of(256) && stop.load(Ordering::Relaxed) {
                 return Err(crate::exit::Interrupted.into());
             }
-        };
+        }
         let end = clock.now();
         if !c.status.is_success() {
             bail!(

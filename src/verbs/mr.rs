@@ -152,6 +152,22 @@ impl MemoryRegion {
         std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
         Some(v)
     }
+
+    /// Write one byte the device reads (the last byte of a WRITE latency test's source) without
+    /// taking the region mutably, so a posted work request built once may keep borrowing it.
+    /// False beyond the end.
+    pub fn write_volatile(&self, offset: usize, v: u8) -> bool {
+        if offset >= self.len {
+            return false;
+        }
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
+        // SAFETY: in bounds of the live buffer; a u8 write cannot tear. The region's memory is
+        // shared with the device, which reads and writes it at any time: no Rust reference to
+        // these bytes is assumed stable (`as_slice` is a view of device memory, read between
+        // operations), and the volatile write is not elided or moved past the post that follows.
+        unsafe { std::ptr::write_volatile(self.buf.ptr.add(offset), v) };
+        true
+    }
 }
 
 impl Drop for MemoryRegion {

@@ -110,6 +110,18 @@ impl<'a> SendList<'a> {
         }
     }
 
+    /// Change slot `i`'s compare and swap operands (a compare-and-swap slot; others are left
+    /// as they are): the hot path of a latency run whose every swap differs.
+    pub fn set_compare_swap(&mut self, i: usize, compare: u64, swap: u64) {
+        if let Some(wr) = self.wrs.get_mut(i)
+            && wr.opcode == ibv_wr_opcode::IBV_WR_ATOMIC_CMP_AND_SWP
+        {
+            // (A compare-and-swap request's union holds its atomic fields: SendOp::fill.)
+            wr.wr.atomic.compare_add = compare;
+            wr.wr.atomic.swap = swap;
+        }
+    }
+
     /// Change slot `i`'s immediate value, turning a SEND into a SEND with immediate.
     pub fn set_send_imm(&mut self, i: usize, imm: Option<u32>) {
         if let Some(wr) = self.wrs.get_mut(i) {
