@@ -88,8 +88,9 @@ pub const RETEST_ROUNDS: u32 = 4;
 /// run's median (24 figures of tests/data/fabric-lab-noise.json; +-20 % noise reaches 1.2 x); the
 /// stall that confirmed a false suspect in CI was 1657.9 us against some 600 us, 2.8 x. The
 /// latency noise is no gate here: on 4 hosts its estimate is too unsteady (in the lab's noise its
-/// median is 0.34, so 4 standard errors would be 3.8 x, and 14 x in one run of 20), and a
-/// figure wrongly taken for a stall only costs a retest, never passes a fault.
+/// median is 0.34, so 4 standard errors would be 3.8 x, and 14 x in one run of 20). A figure
+/// taken for a stall costs a retest and can clear nothing; with stalls alone a charge that
+/// stood out or was gross stands, and one within the noise ends undecided.
 pub const STALL_LAT_RATIO: f64 = 2.0;
 
 impl Default for Thresholds {
