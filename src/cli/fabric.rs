@@ -244,7 +244,11 @@ member against a host outside it) until it is decided. Retests whose median is a
 clear it (a passing slowdown, a busy host). It stays a suspect when a direction was at half the reference or below twice (the \
 schedule and a retest, or two retests), or when every retest is below the ratio and the \
 retests alone stand out beyond the noise over two of them at least (one outlier is not a \
-fault); a retest that failed keeps it too. A fault the retests reproduce is never cleared. \
+fault); a retest that failed keeps it too. A fault the retests reproduce is never cleared. A \
+retest whose latency is 2 x the reference or more (and above --max-lat-ratio) ran while a host \
+stalled (a paused guest, a host starved of CPU): its bandwidth counts neither way and the \
+suspect is retested again; with stalled retests alone when the rounds run out, it is judged as \
+one that could not be retested. \
 Still undecided when the rounds run out, it is reported as undecided (not a suspect). The \
 links a host held until the last round (cleared then, or undecided) get one more round of \
 their own. A suspect that could not be retested (no host passed, --no-retest) stays one, \

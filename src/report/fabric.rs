@@ -200,6 +200,9 @@ pub struct RetestSummary {
     pub pairs: u32,
     /// Suspects still undecided when the budget ran out.
     pub undecided: u32,
+    /// Retest pair tests whose latency said a host stalled (their bandwidth counted neither way).
+    #[serde(default)]
+    pub stalled: u32,
 }
 
 /// One host's pairs at a glance.

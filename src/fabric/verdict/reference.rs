@@ -222,6 +222,15 @@ impl Reference {
         ratio > t.max_lat_ratio && ratio.ln() > sigmas * se(s, m)
     }
 
+    /// Whether a retest's latency `lat_us` says a host stalled while it ran: at least
+    /// [`STALL_LAT_RATIO`] x the reference and above `--max-lat-ratio` (no reference latency, or no
+    /// latency measured: never).
+    pub(super) fn stalled(&self, lat_us: Option<f64>, t: &Thresholds) -> bool {
+        lat_us
+            .and_then(|v| self.lat_ratio(v))
+            .is_some_and(|x| x >= STALL_LAT_RATIO && x > t.max_lat_ratio)
+    }
+
     pub(super) fn bw_ratio(&self, v: f64) -> Option<f64> {
         self.bw_gbps.map(|r| v / r)
     }

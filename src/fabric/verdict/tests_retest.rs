@@ -5,7 +5,7 @@ use super::tests::{hosts, judge as classified, links, name, pair, wobble};
 use super::*;
 
 /// The whole verdict on `p`, retests answered by `retest(round, a, b)` (round 1, 2, ...).
-fn judged_with_retests(
+pub(super) fn judged_with_retests(
     p: &mut Vec<PairResult>,
     t: &Thresholds,
     retest: impl Fn(u32, u32, u32) -> PairResult,
@@ -26,14 +26,14 @@ fn judged_with_retests(
 }
 
 /// A pair of the healthy 4-host fabric, `slow(a, b)` scaling the direction a to b.
-fn directed(a: u32, b: u32, slow: impl Fn(u32, u32) -> f64) -> PairResult {
+pub(super) fn directed(a: u32, b: u32, slow: impl Fn(u32, u32) -> f64) -> PairResult {
     let mut q = pair(a, b, 10.0 * slow(a, b) * wobble(a, b, 0), 5.0);
     q.bw_gbps_reverse = Some(10.0 * slow(b, a) * wobble(a, b, 1));
     q
 }
 
 /// All pairs of `n` hosts, `slow(a, b)` scaling the direction a to b.
-fn fabric_of(n: u32, slow: impl Fn(u32, u32) -> f64 + Copy) -> Vec<PairResult> {
+pub(super) fn fabric_of(n: u32, slow: impl Fn(u32, u32) -> f64 + Copy) -> Vec<PairResult> {
     (0..n)
         .flat_map(|a| (a + 1..n).map(move |b| (a, b)))
         .map(|(a, b)| directed(a, b, slow))
@@ -41,7 +41,7 @@ fn fabric_of(n: u32, slow: impl Fn(u32, u32) -> f64 + Copy) -> Vec<PairResult> {
 }
 
 /// A retest of a and b, `slow` as in [`directed`].
-fn retested(a: u32, b: u32, slow: impl Fn(u32, u32) -> f64) -> PairResult {
+pub(super) fn retested(a: u32, b: u32, slow: impl Fn(u32, u32) -> f64) -> PairResult {
     let mut q = directed(a, b, slow);
     q.retested = true;
     q

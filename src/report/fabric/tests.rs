@@ -214,3 +214,42 @@ fn many_hosts_get_a_table_of_the_hosts_the_audit_names() {
     let t = fabric_text(&r, Style::plain());
     assert!(t.contains("20.39 (15 of 40)"), "{t}");
 }
+
+#[test]
+fn text_says_how_many_retests_stalled() {
+    let mut r = sample();
+    r.suspect_notes.push(SuspectNote {
+        kind: "link".into(),
+        name: "a - b".into(),
+        rule: Rule::BwLink,
+        rules: vec![Rule::BwLink],
+        direction: Some(Direction::Send),
+        reason: "bw-link: a to b 0.7 x".into(),
+        retest: Some("a - b 0.035 / 0.052 Gb/s, 1657.9 us (stalled: 2.76 x the reference latency, its bandwidth not counted): bw-link not decided".into()),
+        retests: 2,
+        confirmed: false,
+        undecided: false,
+        config: None,
+    });
+    r.retests = RetestSummary {
+        budget_rounds: 4,
+        rounds: 2,
+        pairs: 2,
+        undecided: 0,
+        stalled: 0,
+    };
+    let t = fabric_text(&r, Style::plain());
+    assert!(
+        t.contains("(retested until decided: 2 retest(s) in 2 of at most 4 rounds)\n"),
+        "{t}"
+    );
+    r.retests.stalled = 1;
+    let t = fabric_text(&r, Style::plain());
+    assert!(
+        t.contains(
+            "(retested until decided: 2 retest(s) in 2 of at most 4 rounds; 1 stalled, their \
+             bandwidth not counted)\n"
+        ),
+        "{t}"
+    );
+}

@@ -247,8 +247,15 @@ pub fn fabric_text(r: &FabricReport, style: Style) -> String {
         let rt = &r.retests;
         let _ = writeln!(
             out,
-            "\nsuspects (retested until decided: {} retest(s) in {} of at most {} rounds)",
-            rt.pairs, rt.rounds, rt.budget_rounds
+            "\nsuspects (retested until decided: {} retest(s) in {} of at most {} rounds{})",
+            rt.pairs,
+            rt.rounds,
+            rt.budget_rounds,
+            if rt.stalled > 0 {
+                format!("; {} stalled, their bandwidth not counted", rt.stalled)
+            } else {
+                String::new()
+            }
         );
         for n in &r.suspect_notes {
             let way = match (n.kind.as_str(), n.direction) {
