@@ -30,7 +30,13 @@ impl LatencyRecorder {
 
     /// Record one sample (allocation-free: the histogram is pre-sized).
     pub fn record(&mut self, d: Duration) {
-        let ns = (d.as_nanos() as u64).max(1);
+        self.record_ns(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+    }
+
+    /// Record one sample of `ns` nanoseconds.
+    #[inline]
+    pub fn record_ns(&mut self, ns: u64) {
+        let ns = ns.max(1);
         self.hist.saturating_record(ns);
         self.sum_ns += ns as u128;
         self.sum_sq_ns += (ns as f64) * (ns as f64);
@@ -116,7 +122,7 @@ impl<'c> Samples<'c> {
 
     fn flush(&mut self) {
         for t in self.ticks.drain(..) {
-            self.recorder.record(self.clock.duration_of(t));
+            self.recorder.record_ns(self.clock.nanos_of(t));
         }
     }
 
