@@ -1,7 +1,7 @@
 //! The fabric verdict at fleet scale, simulated: N hosts with synthetic bandwidth (a model of
 //! each host's NIC, each direction, each link and each switch) and latency, multiplicative
-//! noise of +-5 % or +-20 % or the lab's own (with its stalls: a paused guest's retest, slow
-//! with a latency spike, one retest in 50), rxe-like error counters rising on every pair,
+//! noise of +-5 % or +-20 % or the lab's own (with its stalls: a paused guest's test, slow
+//! with a latency spike, one test in 50, scheduled or retest), rxe-like error counters rising on every pair,
 //! one fault planted per case; the real verdict (`verdict::judge`, retests with fresh noise
 //! included) judges them and each case prints the suspects it found, missed and named falsely.
 //!
@@ -10,7 +10,8 @@
 //! not paired); seeds: `RDMADIAG_VERDICT_SIM_SEEDS` (default `1,2,3`, only the first above 64
 //! hosts). bench/fabric-verdict.sh runs 4096 hosts (quick), 1024 and 4096 (all-pairs) in
 //! release; the table judges lean sheets ([`judged_lean`]), as a fleet's millions of pairs need.
-//! Stalls: `RDMADIAG_VERDICT_SIM_STALL` (one retest in N, default 50; 0 for none).
+//! Stalls: `RDMADIAG_VERDICT_SIM_STALL` (one retest in N, default 50; 0 for none) and
+//! `RDMADIAG_VERDICT_SIM_STALL_SCHEDULED` (one scheduled test in N, default the same).
 //!
 //! Goals (from issue 18): every planted host, link and group found and no false suspect at
 //! +-5 % noise (the 80 % host from 8 hosts up, the switch from 64), and no false suspect on a
@@ -103,18 +104,31 @@ fn lab_noise() -> &'static LabNoise {
 /// 0: none, the figures drawn as before stalls were simulated): the guest pauses, as the lab's
 /// QEMU guests do now and then, and the retest measures both directions at 0.3 to 0.7 x and a
 /// latency of 2.5 to 4.5 x (CI of b1f4c51: a retest at 0.51 x with 1657.9 us against some
-/// 600 us). The scheduled figures are the recorded ones, stalls and all (none of their 24
-/// latencies is above 1.62 x). A stall that spares the latency test cannot be told from the
-/// noise's low tail, which the recorded figures hold already.
+/// 600 us). A stall that spares the latency test cannot be told from the noise's low tail,
+/// which the recorded figures hold already.
 fn lab_stall_one_in() -> u64 {
     static ONE_IN: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    *ONE_IN.get_or_init(|| match std::env::var("RDMADIAG_VERDICT_SIM_STALL") {
+    *ONE_IN.get_or_init(|| env_number("RDMADIAG_VERDICT_SIM_STALL", 50))
+}
+
+/// One scheduled test in this many stalls likewise (`RDMADIAG_VERDICT_SIM_STALL_SCHEDULED`,
+/// default [`lab_stall_one_in`]; 0: none, the scheduled figures the recorded ones, none of
+/// whose 24 latencies is above 1.62 x). A guest pauses whatever test it runs: a stalled
+/// scheduled test makes a lat-link charge (and a low bandwidth), which its retests must clear.
+fn lab_scheduled_stall_one_in() -> u64 {
+    static ONE_IN: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *ONE_IN.get_or_init(|| env_number("RDMADIAG_VERDICT_SIM_STALL_SCHEDULED", lab_stall_one_in()))
+}
+
+/// `var` as a number (absent: `default`).
+fn env_number(var: &str, default: u64) -> u64 {
+    match std::env::var(var) {
         Ok(v) => v
             .trim()
             .parse()
-            .unwrap_or_else(|_| panic!("RDMADIAG_VERDICT_SIM_STALL: '{v}' is not a number")),
-        Err(_) => 50,
-    })
+            .unwrap_or_else(|_| panic!("{var}: '{v}' is not a number")),
+        Err(_) => default,
+    }
 }
 
 /// The healthy figures: Gb/s one way, us.
@@ -183,11 +197,10 @@ impl Fabric {
         }
     }
 
-    /// A pair test's stall in the lab's noise (one in [`lab_stall_one_in`]; None: none): the
-    /// factors of its two bandwidth figures (0.3 to 0.7 each) and of its latency (2.5 to 4.5,
-    /// over the latency's own noise).
-    fn stall(&self, rng: &mut Rng) -> Option<[f64; 3]> {
-        let one_in = lab_stall_one_in();
+    /// A pair test's stall in the lab's noise (one in `one_in`; None: none): the factors of its
+    /// two bandwidth figures (0.3 to 0.7 each) and of its latency (2.5 to 4.5, over the
+    /// latency's own noise).
+    fn stall(&self, one_in: u64, rng: &mut Rng) -> Option<[f64; 3]> {
         if self.noise != Noise::Lab || one_in == 0 || !rng.next().is_multiple_of(one_in) {
             return None;
         }
@@ -196,18 +209,18 @@ impl Fabric {
     }
 
     /// A pair's figures and counters (a is the lower rank): rxe retransmits on every pair,
-    /// +1..+13 and +1..+6 of two counters on a, as the lab shows; in the lab's noise, a retest
+    /// +1..+13 and +1..+6 of two counters on a, as the lab shows; in the lab's noise, a test
     /// stalls now and then (drawn from `stalls`, its own stream: the noise is drawn as before).
     fn measure(
         &self,
         a: u32,
         b: u32,
-        stalls: Option<&mut Rng>,
+        stalls: &mut Stalls,
         rng: &mut Rng,
     ) -> (u32, u32, Figures, [u64; 2]) {
         let (a, b) = (a.min(b), a.max(b));
         let rises = [1 + rng.next() % 13, 1 + rng.next() % 6];
-        let stall = stalls.and_then(|s| self.stall(s));
+        let stall = self.stall(stalls.1, &mut stalls.0);
         let [x, y, l] = stall.unwrap_or([1.0; 3]);
         let f = Figures {
             bw_gbps: Some(x * self.bw(a, b, rng)),
@@ -217,14 +230,7 @@ impl Fabric {
         (a, b, f, rises)
     }
 
-    fn pair(
-        &self,
-        a: u32,
-        b: u32,
-        round: u32,
-        stalls: Option<&mut Rng>,
-        rng: &mut Rng,
-    ) -> PairResult {
+    fn pair(&self, a: u32, b: u32, round: u32, stalls: &mut Stalls, rng: &mut Rng) -> PairResult {
         let (a, b, f, rises) = self.measure(a, b, stalls, rng);
         let moved = COUNTERS.iter().map(|c| c.to_string()).zip(rises).collect();
         PairResult {
@@ -441,10 +447,22 @@ fn rng_of(f: &Fabric) -> Rng {
     Rng(f.seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ f.n as u64)
 }
 
+/// A stream of stalls: its seeded generator and one test in how many stalls (0: none).
+struct Stalls(Rng, u64);
+
 /// The seeded generator of its retests' stalls (apart, so that the figures are drawn as they
 /// were before stalls were simulated, and only the stalled retests differ).
-fn stalls_of(f: &Fabric) -> Rng {
-    Rng(rng_of(f).0 ^ 0x5354_414C_4C53)
+fn stalls_of(f: &Fabric) -> Stalls {
+    Stalls(Rng(rng_of(f).0 ^ 0x5354_414C_4C53), lab_stall_one_in())
+}
+
+/// The seeded generator of its scheduled tests' stalls (apart again: the figures and the
+/// retests' stalls are drawn as before, only the stalled scheduled tests differ).
+fn scheduled_stalls_of(f: &Fabric) -> Stalls {
+    Stalls(
+        Rng(rng_of(f).0 ^ 0x5343_4845_4455_4C45),
+        lab_scheduled_stall_one_in(),
+    )
 }
 
 /// The fabric's scheduled pairs and retests as results, and the verdict on them (what the
@@ -452,11 +470,12 @@ fn stalls_of(f: &Fabric) -> Rng {
 fn judged(f: &Fabric, t: &Thresholds) -> (Verdict, Vec<PairResult>) {
     let mut rng = rng_of(f);
     let mut stalls = stalls_of(f);
+    let mut scheduled = scheduled_stalls_of(f);
     let schedule = Schedule::new(f.pattern, f.n, f.seed);
     let mut pairs = Vec::with_capacity(schedule.pairs());
     for r in 0..schedule.rounds() {
         for (a, b) in schedule.round(r) {
-            pairs.push(f.pair(a, b, r as u32 + 1, None, &mut rng));
+            pairs.push(f.pair(a, b, r as u32 + 1, &mut scheduled, &mut rng));
         }
     }
     let ranks: Vec<(u32, String)> = (0..f.n).map(|r| (r, name(r))).collect();
@@ -465,7 +484,7 @@ fn judged(f: &Fabric, t: &Thresholds) -> (Verdict, Vec<PairResult>) {
         Ok::<_, ()>(
             retests
                 .into_iter()
-                .map(|(a, b)| f.pair(a, b, rounds + 1, Some(&mut stalls), &mut rng))
+                .map(|(a, b)| f.pair(a, b, rounds + 1, &mut stalls, &mut rng))
                 .collect::<Vec<_>>(),
         )
     })
@@ -487,9 +506,10 @@ fn judged_lean(
     let mut sheet = Sheet::new(&ranks);
     let ids = COUNTERS.map(|c| sheet.counter(c));
     sheet.reserve(schedule.pairs(), COUNTERS.len() * schedule.pairs());
+    let mut scheduled = scheduled_stalls_of(f);
     for r in 0..schedule.rounds() {
         for (a, b) in schedule.round(r) {
-            let (a, b, figures, rises) = f.measure(a, b, None, &mut rng);
+            let (a, b, figures, rises) = f.measure(a, b, &mut scheduled, &mut rng);
             let rises = [(a, ids[0], rises[0]), (a, ids[1], rises[1])];
             sheet.push(a, b, figures, None, &rises);
         }
@@ -507,7 +527,7 @@ fn judged_lean(
         move |pairs| {
             Ok::<_, ()>(pairs.into_iter().map(move |(a, b)| {
                 let stalls = &mut *stalls.borrow_mut();
-                f.pair(a, b, rounds + 1, Some(stalls), &mut rng.borrow_mut())
+                f.pair(a, b, rounds + 1, stalls, &mut rng.borrow_mut())
             }))
         },
         |p| {

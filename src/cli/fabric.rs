@@ -224,7 +224,13 @@ geometric mean). A pair with a suspect host at one end is held (its bandwidth an
 counters or failure alike: a slow NIC's queue drops make retransmits): judged only if that \
 host's retests clear it.
 
-lat-host, lat-link: the same for latency above --max-lat-ratio (default 1.5) x the reference.
+lat-host, lat-link: the same for latency above --max-lat-ratio (default 1.5) x the reference. \
+Their retests too: retests whose median is at the ratio or below clear it; it stays a suspect \
+when two retests were at 3 x the reference or more (a stall reaches that once, a slow link \
+every time), or when every retest is above the ratio and the retests alone stand out beyond the \
+noise over two of them at least. One retest above the ratio is no longer enough: the lab's \
+healthy latencies reach 1.62 x, and a stall on the scheduled test made a charge that one such \
+retest confirmed.
 
 counters: a pair whose error counter rose above what the run's own pairs show, Q3 + 3 x \
 max(IQR, Q3, 1) over the pairs (or above --max-error-delta N). A counter that rose on half the \

@@ -30,6 +30,11 @@
 //! - **Group** (`bw-group`): suspect hosts that are fast among themselves: a shared switch,
 //!   uplink or partition, reported once.
 //! - **Latency** (`lat-host`, `lat-link`): the same, above `--max-lat-ratio` x the reference.
+//!   Their retests are judged the same way too (`latency::retest_state`): retests whose median
+//!   is at the ratio or below clear it; it is confirmed when two retests were at
+//!   [`GROSS_LAT_RATIO`] or above, or when every retest is above the ratio and their mean stands
+//!   out beyond the noise over [`MIN_RETESTS_TO_CONFIRM`] of them; else retested again, and
+//!   undecided when the budget ends. A stalled retest counts here (its latency is the figure).
 //! - **Failures, counters, absolute floors** (`failure`, `counters`, `expect-bw`, `expect-lat`):
 //!   a host with more than half of its pairs (of at least two) flagged by the rule is a suspect;
 //!   a flagged pair whose hosts are otherwise fine is a suspect link; when more than half of all
@@ -80,6 +85,12 @@ pub const GROSS_BW_RATIO: f64 = 0.5;
 /// Retests a bandwidth charge needs before its figures alone can confirm it (a figure at
 /// [`GROSS_BW_RATIO`] or below seen twice needs one).
 pub const MIN_RETESTS_TO_CONFIRM: usize = 2;
+/// A retest's latency at or above this x the reference is a gross fault (above
+/// `--max-lat-ratio` too): seen on two retests of one suspect, it is named whatever the noise.
+/// The lab's 24 healthy latencies reach 1.62 x their run's median (tests/data/fabric-lab-noise.json;
+/// their spread is 0.21 in log scale, so 3 x is 5 spreads out); a stall reaches it too (2.8 x in
+/// CI, up to 4.5 x in the simulation), hence twice: two stalls on one suspect's retests.
+pub const GROSS_LAT_RATIO: f64 = 3.0;
 /// The default `--retest-rounds`.
 pub const RETEST_ROUNDS: u32 = 4;
 /// A retest whose latency is at least this x the reference latency (and above `--max-lat-ratio`)
@@ -412,6 +423,8 @@ pub use sheet::{Fig, Figures, Ix, Sheet};
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_latency;
 #[cfg(test)]
 mod tests_retest;
 #[cfg(test)]

@@ -222,6 +222,15 @@ impl Reference {
         ratio > t.max_lat_ratio && ratio.ln() > sigmas * se(s, m)
     }
 
+    /// [`Reference::lat_high`] for the mean (in log scale) of `m` independent latencies, as the
+    /// retests gather them.
+    pub(super) fn lat_high_mean(&self, ratio: f64, m: usize, sigmas: f64, t: &Thresholds) -> bool {
+        let Some(s) = self.lat_spread else {
+            return false;
+        };
+        ratio > t.max_lat_ratio && ratio.ln() > sigmas * s / (m.max(1) as f64).sqrt()
+    }
+
     /// Whether a retest's latency `lat_us` says a host stalled while it ran: at least
     /// [`STALL_LAT_RATIO`] x the reference and above `--max-lat-ratio` (no reference latency, or no
     /// latency measured: never).

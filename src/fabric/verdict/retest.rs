@@ -288,7 +288,7 @@ fn judges_bandwidth(rule: Rule) -> bool {
     )
 }
 
-fn geometric_mean(v: &[f64]) -> f64 {
+pub(super) fn geometric_mean(v: &[f64]) -> f64 {
     (v.iter().map(|x| x.ln()).sum::<f64>() / v.len().max(1) as f64).exp()
 }
 
@@ -326,10 +326,7 @@ impl Trial {
                 .counted(c)
                 .last()
                 .map_or(State::Pending, |p| stands(p.rules.has(c.rule))),
-            Rule::LatHost | Rule::LatLink => stands(
-                last.lat_us
-                    .is_some_and(|v| r.lat_us.is_some_and(|l| v / l > t.max_lat_ratio)),
-            ),
+            Rule::LatHost | Rule::LatLink => latency::retest_state(&self.retests, c, r, t),
             Rule::BwHost | Rule::BwSend | Rule::BwRecv | Rule::BwGroup | Rule::BwLink => {
                 let Some(reference) = r.bw_gbps.filter(|x| *x > 0.0) else {
                     return State::Confirmed;
