@@ -19,6 +19,11 @@
 # completion or on the last byte and its empty polls; also post-processing that grows faster
 # than the count, such as perftest's sort of its samples), "work" the rest (posting, handling the
 # completion, taking the sample). Work is what the tool costs; wait only says how long it spun.
+# An instruction that ran more than SPIN_PER_OP fewer times per operation in the longer run is
+# the spin's too (a wait that happened to be shorter), not negative work.
+# The work of each latency and pingpong row's first repeat is also listed by function (object
+# and function name: build with CARGO_PROFILE_RELEASE_STRIP=false in another CARGO_TARGET_DIR
+# for rdmadiag's names; a stripped binary shows addresses).
 # Under TCG only counts (never times) mean anything.
 # A benchmark, not a test: it fails only when a run fails, never because of a ratio.
 set -euo pipefail
@@ -183,7 +188,7 @@ def split(short, long, ops):
     by_fn = {}
     for key in set(a) | set(b):
         grown = b.get(key, 0) - a.get(key, 0)
-        if grown > SPIN_PER_OP * ops:
+        if abs(grown) > SPIN_PER_OP * ops:
             wait += grown
         else:
             work += grown

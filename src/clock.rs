@@ -154,6 +154,7 @@ pub struct Deadline {
 const CHECK_EVERY: u32 = 4096;
 
 impl Deadline {
+    #[inline]
     pub fn new(timeout: Duration) -> Self {
         Deadline {
             timeout,

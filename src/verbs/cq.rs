@@ -239,6 +239,7 @@ impl CompletionQueue {
     }
 
     /// Poll up to `out.len()` completions without blocking; returns how many were written.
+    #[inline]
     pub fn poll(&self, out: &mut [Completion]) -> Result<usize, VerbsError> {
         let mut wcs: [MaybeUninit<ibv_wc>; POLL_BATCH] =
             [const { MaybeUninit::uninit() }; POLL_BATCH];
