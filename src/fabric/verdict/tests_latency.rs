@@ -49,6 +49,21 @@ fn verdict(p: &mut Vec<PairResult>, link: (u32, u32), lats: &[f64]) -> Verdict {
     })
 }
 
+/// A pending trial of charge `c` against the link `a` - `b`, with `retests`.
+fn link_trial(c: &Charge, (a, b): (u32, u32), retests: Vec<Retest>) -> Trial {
+    Trial {
+        suspect: Suspect {
+            target: Target::Link {
+                a: (a, name(a)),
+                b: (b, name(b)),
+            },
+            charges: vec![c.clone()],
+        },
+        retests,
+        state: State::Pending,
+    }
+}
+
 /// The note on `link`, which was a lat-link suspect.
 fn note_of(v: &Verdict, link: (u32, u32)) -> &SuspectNote {
     let want = format!("{} - {}", name(link.0), name(link.1));
@@ -167,17 +182,7 @@ fn a_link_at_one_point_eight_times_is_confirmed_where_it_stands_out_and_never_cl
     };
     let t = Thresholds::default();
     let c = Charge::new(Rule::LatLink, String::new());
-    let mut x = Trial {
-        suspect: Suspect {
-            target: Target::Link {
-                a: (0, name(0)),
-                b: (3, name(3)),
-            },
-            charges: vec![c.clone()],
-        },
-        retests: Vec::new(),
-        state: State::Pending,
-    };
+    let mut x = link_trial(&c, (0, 3), Vec::new());
     for k in 1..=t.retest_rounds {
         x.retests.push(Retest::of(&retest(0, 3, 1.8), &r, &t));
         assert_eq!(x.charge_state(&c, &r, &t), State::Pending, "retest {k}");
@@ -195,21 +200,11 @@ fn a_latency_charge_is_judged_on_every_retest_the_median_clearing_and_gross_twic
     let t = Thresholds::default();
     let c = Charge::new(Rule::LatLink, String::new());
     let state = |lats: &[f64]| {
-        let x = Trial {
-            suspect: Suspect {
-                target: Target::Link {
-                    a: (0, name(0)),
-                    b: (1, name(1)),
-                },
-                charges: vec![c.clone()],
-            },
-            retests: lats
-                .iter()
-                .map(|l| Retest::of(&retest(0, 1, *l), &r, &t))
-                .collect(),
-            state: State::Pending,
-        };
-        x.charge_state(&c, &r, &t)
+        let retests = lats
+            .iter()
+            .map(|l| Retest::of(&retest(0, 1, *l), &r, &t))
+            .collect();
+        link_trial(&c, (0, 1), retests).charge_state(&c, &r, &t)
     };
     assert_eq!(state(&[]), State::Pending);
     assert_eq!(state(&[1.5]), State::Cleared, "at the ratio");
@@ -231,16 +226,6 @@ fn a_latency_charge_is_judged_on_every_retest_the_median_clearing_and_gross_twic
     // A retest that failed keeps it (fail closed), as before.
     let mut failed = retest(0, 1, 1.0);
     failed.error = Some("timed out".into());
-    let x = Trial {
-        suspect: Suspect {
-            target: Target::Link {
-                a: (0, name(0)),
-                b: (1, name(1)),
-            },
-            charges: vec![c.clone()],
-        },
-        retests: vec![Retest::of(&failed, &r, &t)],
-        state: State::Pending,
-    };
+    let x = link_trial(&c, (0, 1), vec![Retest::of(&failed, &r, &t)]);
     assert_eq!(x.charge_state(&c, &r, &t), State::Confirmed);
 }
