@@ -15,7 +15,8 @@ use super::verdict::{self, Thresholds};
 use crate::connect::key::TestKey;
 use crate::report::fabric::config::{ConfigFinding, Field, Severity};
 use crate::report::fabric::{
-    Finding, HostInfo, PairResult, RefusedConnections, RetestSummary, SuspectNote, Suspects,
+    Finding, HostInfo, PairResult, RefusedConnections, RetestSummary, SuspectKind, SuspectNote,
+    Suspects,
 };
 use anyhow::{Context as _, Result, bail};
 
@@ -479,7 +480,7 @@ pub fn coordinate(
     let config = audit::audit(&configs, &cfg.require_same);
     let mut exit_code = v.exit_code(&pairs, missing.len(), cfg.allow_missing);
     let mut notes = v.notes;
-    for n in notes.iter_mut().filter(|n| n.kind == "host") {
+    for n in notes.iter_mut().filter(|n| n.kind == SuspectKind::Host) {
         n.config = audit::cause(&config, &n.name);
     }
     if exit_code == crate::exit::OK && config.iter().any(|f| f.severity == Severity::Failure) {

@@ -48,7 +48,8 @@
 
 use super::schedule::Pair;
 use crate::report::fabric::{
-    Finding, HostSummary, PairResult, RetestSummary, SuspectNote, Suspects, verdict_fails,
+    Finding, HostSummary, PairResult, RetestSummary, SuspectKind, SuspectNote, Suspects,
+    verdict_fails,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -184,11 +185,11 @@ impl Target {
         }
     }
 
-    pub fn kind(&self) -> &'static str {
+    pub fn kind(&self) -> SuspectKind {
         match self {
-            Target::Host { .. } => "host",
-            Target::Link { .. } => "link",
-            Target::Group { .. } => "group",
+            Target::Host { .. } => SuspectKind::Host,
+            Target::Link { .. } => SuspectKind::Link,
+            Target::Group { .. } => SuspectKind::Group,
         }
     }
 }

@@ -123,6 +123,25 @@ impl std::fmt::Display for Rule {
     }
 }
 
+/// What a suspect is: one host, one link between two, or a group of hosts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SuspectKind {
+    Host,
+    Link,
+    Group,
+}
+
+impl std::fmt::Display for SuspectKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SuspectKind::Host => "host",
+            SuspectKind::Link => "link",
+            SuspectKind::Group => "group",
+        })
+    }
+}
+
 /// Which way a suspect is slow. A host: what it sends, what it receives, or both. A link
 /// `[a, b]`: `send` is a to b, `receive` b to a.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -158,7 +177,7 @@ pub struct Finding {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SuspectNote {
     /// "host", "link" or "group".
-    pub kind: String,
+    pub kind: SuspectKind,
     /// The host, the link as "a - b", or the group's hosts.
     pub name: String,
     /// The rule that decided: the first that its retests confirmed, else the first that

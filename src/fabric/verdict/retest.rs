@@ -505,7 +505,7 @@ pub fn conclude(trials: Vec<Trial>, r: &Reference, t: &Thresholds) -> (Suspects,
             .find(|(_, st)| confirmed && **st == State::Confirmed)
             .map_or(s.rule(), |(c, _)| c.rule);
         notes.push(SuspectNote {
-            kind: s.target.kind().into(),
+            kind: s.target.kind(),
             name,
             rule,
             rules: s.rules(),

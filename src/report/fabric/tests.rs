@@ -219,7 +219,7 @@ fn many_hosts_get_a_table_of_the_hosts_the_audit_names() {
 fn text_says_how_many_retests_stalled() {
     let mut r = sample();
     r.suspect_notes.push(SuspectNote {
-        kind: "link".into(),
+        kind: SuspectKind::Link,
         name: "a - b".into(),
         rule: Rule::BwLink,
         rules: vec![Rule::BwLink],

@@ -258,9 +258,9 @@ pub fn fabric_text(r: &FabricReport, style: Style) -> String {
             }
         );
         for n in &r.suspect_notes {
-            let way = match (n.kind.as_str(), n.direction) {
+            let way = match (n.kind, n.direction) {
                 (_, None) | (_, Some(Direction::Both)) => String::new(),
-                ("link", Some(d)) => {
+                (SuspectKind::Link, Some(d)) => {
                     let (a, b) = n.name.split_once(" - ").unwrap_or((&n.name, ""));
                     if d == Direction::Send {
                         format!(", {a} to {b} only")
@@ -332,7 +332,7 @@ pub fn fabric_text(r: &FabricReport, style: Style) -> String {
                 let cause = r
                     .suspect_notes
                     .iter()
-                    .find(|n| n.kind == "host" && n.name == *h)
+                    .find(|n| n.kind == SuspectKind::Host && n.name == *h)
                     .and_then(|n| n.config.as_deref());
                 match cause {
                     Some(c) => format!("{h} ({c})"),
