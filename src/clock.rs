@@ -114,15 +114,10 @@ impl Clock {
     }
 
     /// Ticks from `a` to `b` (zero if `b` is not later): a sample kept raw, converted later
-    /// with [`Clock::duration_of`].
+    /// with [`Clock::nanos_of`].
     #[inline]
     pub fn ticks(&self, a: Stamp, b: Stamp) -> u64 {
         b.0.saturating_sub(a.0)
-    }
-
-    /// The time `ticks` of this clock take.
-    pub fn duration_of(&self, ticks: u64) -> Duration {
-        Duration::from_nanos(self.nanos_of(ticks))
     }
 
     /// The nanoseconds `ticks` of this clock take (a multiply: the samples' path).

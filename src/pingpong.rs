@@ -189,20 +189,15 @@ fn reply_list<'a>(tq: &'a TestQp, p: &PingpongParams, remote: (u32, u32)) -> Res
         }),
         _ => None,
     };
-    let mut list = SendList::new(1);
-    list.set(
-        0,
-        &SendRequest {
-            wr_id: 0,
-            op: SendOp::Send,
-            mr: &tq.mr,
-            range: 0..p.size,
-            signaled: false,
-            inline,
-            ud,
-        },
-    )?;
-    Ok(list)
+    Ok(SendList::single(&SendRequest {
+        wr_id: 0,
+        op: SendOp::Send,
+        mr: &tq.mr,
+        range: 0..p.size,
+        signaled: false,
+        inline,
+        ud,
+    })?)
 }
 
 /// Post send number `seq`; `last` is the final one (signaled; marked when `mark`).

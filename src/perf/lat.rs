@@ -88,10 +88,8 @@ const WRITE_WINDOW: u64 = 48;
 
 impl<'a> Writes<'a> {
     fn new(req: &SendRequest<'a>, signal_every: u64) -> Result<Self> {
-        let mut list = SendList::new(1);
-        list.set(0, req)?;
         Ok(Writes {
-            list,
+            list: SendList::single(req)?,
             sent: 0,
             acked: 0,
             signal_every: signal_every.max(1),

@@ -78,6 +78,14 @@ impl<'a> SendList<'a> {
         }
     }
 
+    /// A list of one request, `req`, built and checked once (a latency loop's post: then only
+    /// [`mark`](Self::mark) and friends per post).
+    pub fn single(req: &SendRequest<'a>) -> Result<Self, VerbsError> {
+        let mut list = SendList::new(1);
+        list.set(0, req)?;
+        Ok(list)
+    }
+
     pub fn capacity(&self) -> usize {
         self.wrs.len()
     }

@@ -70,6 +70,21 @@ pub(super) fn hosts(j: &Judgement) -> Vec<(String, &'static str)> {
         .collect()
 }
 
+/// A pending trial of charge `c` against the link `a` - `b`, with `retests`.
+pub(super) fn link_trial(c: &Charge, (a, b): (u32, u32), retests: Vec<Retest>) -> Trial {
+    Trial {
+        suspect: Suspect {
+            target: Target::Link {
+                a: (a, name(a)),
+                b: (b, name(b)),
+            },
+            charges: vec![c.clone()],
+        },
+        retests,
+        state: retest::State::Pending,
+    }
+}
+
 /// The trials of `suspects` with their retests (`retests[i]` for suspect i, run twice).
 fn tried(suspects: &[Suspect], retests: &[PairResult], r: &Reference) -> Vec<Trial> {
     let t = Thresholds::default();

@@ -3,7 +3,7 @@
 //! confirms a healthy link nor clears a slow one.
 
 use super::retest::State;
-use super::tests::{name, pair, wobble};
+use super::tests::{link_trial, name, pair, wobble};
 use super::tests_retest::judged_with_retests;
 use super::*;
 
@@ -47,21 +47,6 @@ fn verdict(p: &mut Vec<PairResult>, link: (u32, u32), lats: &[f64]) -> Verdict {
         let k = (round as usize - 1).min(lats.len() - 1);
         retest(a, b, if (a, b) == link { lats[k] } else { 1.0 })
     })
-}
-
-/// A pending trial of charge `c` against the link `a` - `b`, with `retests`.
-fn link_trial(c: &Charge, (a, b): (u32, u32), retests: Vec<Retest>) -> Trial {
-    Trial {
-        suspect: Suspect {
-            target: Target::Link {
-                a: (a, name(a)),
-                b: (b, name(b)),
-            },
-            charges: vec![c.clone()],
-        },
-        retests,
-        state: State::Pending,
-    }
 }
 
 /// The note on `link`, which was a lat-link suspect.

@@ -1,7 +1,7 @@
 //! The verdict with its retests: one-way links, the gross floor, retest rounds, one suspect
 //! per link, held links, the exit code.
 
-use super::tests::{hosts, judge as classified, links, name, pair, wobble};
+use super::tests::{hosts, judge as classified, link_trial, links, name, pair, wobble};
 use super::*;
 
 /// The whole verdict on `p`, retests answered by `retest(round, a, b)` (round 1, 2, ...).
@@ -91,31 +91,23 @@ fn a_gross_fault_within_a_wide_noise_is_named_when_seen_twice_and_cleared_when_i
     assert_eq!(bandwidth::gate_of(0.2, 1, 4.0, &r, &t), Some(Gate::Noise));
     assert_eq!(bandwidth::gate_of(0.95, 1, 4.0, &r, &t), None);
     let trial = |retests: &[f64]| {
-        let mut x = Trial {
-            suspect: Suspect {
-                target: Target::Link {
-                    a: (0, name(0)),
-                    b: (1, name(1)),
-                },
-                charges: vec![Charge {
-                    rule: Rule::BwLink,
-                    reason: String::new(),
-                    gate: Gate::Gross,
-                    direction: Some(Direction::Send),
-                    ratios: vec![0.45],
-                    sigmas: 4.0,
-                }],
-            },
-            retests: retests
-                .iter()
-                .map(|x| {
-                    let mut q = pair(0, 1, 10.0 * x, 5.0);
-                    q.bw_gbps_reverse = Some(10.0);
-                    Retest::of(&q, &r, &t)
-                })
-                .collect(),
-            state: retest::State::Pending,
+        let charge = Charge {
+            rule: Rule::BwLink,
+            reason: String::new(),
+            gate: Gate::Gross,
+            direction: Some(Direction::Send),
+            ratios: vec![0.45],
+            sigmas: 4.0,
         };
+        let retests = retests
+            .iter()
+            .map(|x| {
+                let mut q = pair(0, 1, 10.0 * x, 5.0);
+                q.bw_gbps_reverse = Some(10.0);
+                Retest::of(&q, &r, &t)
+            })
+            .collect();
+        let mut x = link_trial(&charge, (0, 1), retests);
         x.state = x.decide(&r, &t);
         x.state
     };
@@ -446,24 +438,15 @@ fn links_confirmed_slow_out_of_one_host_on_most_of_its_pairs_are_that_host() {
                 Retest::of(&q, &r, &t)
             })
             .collect();
-        let mut x = Trial {
-            suspect: Suspect {
-                target: Target::Link {
-                    a: (a, name(a)),
-                    b: (b, name(b)),
-                },
-                charges: vec![Charge {
-                    rule: Rule::BwLink,
-                    reason: String::new(),
-                    gate: Gate::Noise,
-                    direction: Some(direction),
-                    ratios: vec![0.5],
-                    sigmas: 4.0,
-                }],
-            },
-            retests,
-            state: retest::State::Pending,
+        let charge = Charge {
+            rule: Rule::BwLink,
+            reason: String::new(),
+            gate: Gate::Noise,
+            direction: Some(direction),
+            ratios: vec![0.5],
+            sigmas: 4.0,
         };
+        let mut x = link_trial(&charge, (a, b), retests);
         x.state = x.decide(&r, &t);
         assert_eq!(x.state, retest::State::Confirmed, "{x:?}");
         x
