@@ -5,7 +5,7 @@ use crate::connect::control::QpType;
 use crate::connect::test_qp::{GRH_BYTES, TestQp};
 use crate::perf::{Progress, Side};
 use crate::stats::{LatencyRecorder, Samples};
-use crate::verbs::{Completion, CompletionQueue, SendList, SendOp, SendRequest, UdDest};
+use crate::verbs::{CompletionQueue, Reaped, RecvRequest, SendList, SendOp, SendRequest, UdDest};
 use anyhow::{Result, bail};
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -76,20 +76,18 @@ fn slot(tq: &TestQp, p: &PingpongParams) -> Range<usize> {
 
 /// Post the initial receives; do this before telling the peer we are ready.
 pub fn post_receives(tq: &TestQp, p: &PingpongParams) -> Result<()> {
+    let mut recv = RecvRequest::new(&tq.mr, slot(tq, p))?;
     for i in 0..p.rx_depth as u64 {
-        tq.qp.post_recv(i, &tq.mr, slot(tq, p))?;
+        tq.qp.post_recv_request(&mut recv, i)?;
     }
     Ok(())
 }
 
-/// Hands out completions one by one, polling in batches or sleeping on events.
+/// Hands out completions one by one, polling for each or sleeping on events.
 struct Poller<'a> {
     cq: &'a CompletionQueue,
     events: bool,
     armed: bool,
-    buf: [Completion; 16],
-    len: usize,
-    pos: usize,
 }
 
 impl<'a> Poller<'a> {
@@ -98,29 +96,29 @@ impl<'a> Poller<'a> {
             cq,
             events,
             armed: false,
-            buf: [Completion::default(); 16],
-            len: 0,
-            pos: 0,
         }
     }
 
-    /// The next completion, or None once `timeout` has passed without one. The clock is read
-    /// only once the CQ has stayed empty for a while: not at all on the fast path.
-    fn next(&mut self, timeout: Duration, stop: &AtomicBool) -> Result<Option<Completion>> {
+    /// The next completion, or None once `timeout` has passed without one. A round trip has at
+    /// most two completions ready (the message and our send): one poll each, no batch to copy.
+    #[inline]
+    fn next(&mut self, timeout: Duration, stop: &AtomicBool) -> Result<Option<Reaped>> {
+        if let Some(c) = self.cq.poll_one()? {
+            return Ok(Some(c));
+        }
+        self.wait(timeout, stop)
+    }
+
+    /// The CQ was empty: spin (or sleep on events) until a completion comes. The clock is
+    /// read only once the CQ has stayed empty for a while.
+    fn wait(&mut self, timeout: Duration, stop: &AtomicBool) -> Result<Option<Reaped>> {
         let mut spins = 0u32;
         let mut bound = Deadline::new(timeout);
         let mut deadline = None;
         let mut deadline = move || *deadline.get_or_insert_with(|| Instant::now() + timeout);
         loop {
-            if self.pos < self.len {
-                self.pos += 1;
-                return Ok(Some(self.buf[self.pos - 1]));
-            }
-            let n = self.cq.poll(&mut self.buf)?;
-            if n > 0 {
-                self.len = n;
-                self.pos = 0;
-                continue;
+            if let Some(c) = self.cq.poll_one()? {
+                return Ok(Some(c));
             }
             if self.events {
                 if !self.armed {
@@ -155,7 +153,7 @@ impl<'a> Poller<'a> {
 
 /// A failed completion as an error; `what` names the round trip (built only on failure: no
 /// formatting in the timed loop).
-fn check(c: &Completion, what: impl FnOnce() -> String) -> Result<()> {
+fn check(c: &Reaped, what: impl FnOnce() -> String) -> Result<()> {
     if c.status.is_success() {
         return Ok(());
     }
@@ -233,6 +231,7 @@ pub fn run(
 ) -> Result<PingpongOutcome> {
     let mut poller = Poller::new(&tq.cq, p.events);
     let mut sends = reply_list(tq, p, remote)?;
+    let mut recv = RecvRequest::new(&tq.mr, slot(tq, p))?;
     let mut latency = Samples::new(Clock::get(), p.duration.is_none().then_some(p.iterations));
     // Sends posted, and sends known complete (through the signaled ones).
     let (mut sent, mut acked) = (0u64, 0u64);
@@ -264,7 +263,7 @@ pub fn run(
     };
     let strict = p.signal_every <= 1;
     // A message that arrived while the responder waited for its own send's completion.
-    let mut early: Option<Completion> = None;
+    let mut early: Option<Reaped> = None;
     for i in 0..n {
         let mut last = i + 1 == n;
         if side == Side::Initiator {
@@ -345,7 +344,7 @@ pub fn run(
             }
         }
         // Replace the consumed receive after the reply is on its way (off the critical path).
-        tq.qp.post_recv(got.wr_id, &tq.mr, slot(tq, p))?;
+        tq.qp.post_recv_request(&mut recv, got.wr_id)?;
         rounds = i + 1;
         if rounds.is_multiple_of(PROGRESS_EVERY) {
             progress.set(rounds, rounds * p.size as u64);

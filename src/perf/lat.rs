@@ -8,7 +8,7 @@ use crate::clock::{Clock, Deadline, Stamp};
 use crate::connect::endpoint::RemoteMemory;
 use crate::connect::test_qp::TestQp;
 use crate::stats::{LatencyRecorder, Samples};
-use crate::verbs::{AddressCycle, Completion, SendList, SendOp, SendRequest};
+use crate::verbs::{AddressCycle, Reaped, SendList, SendOp, SendRequest};
 use anyhow::{Result, anyhow, bail};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -99,25 +99,27 @@ impl<'a> Writes<'a> {
     /// Reap at most one completion (one is all a strict run ever has in flight).
     #[inline]
     fn reap(&mut self, tq: &TestQp, peer: &str) -> Result<()> {
-        let mut c = Completion::default();
-        if tq.cq.poll(std::slice::from_mut(&mut c))? == 0 {
+        let Some(c) = tq.cq.poll_one()? else {
             return Ok(());
-        }
+        };
         if !c.status.is_success() {
-            bail!(
-                "an RDMA operation with {peer} completed with {}: {} (vendor error 0x{:x})",
-                c.status,
-                c.status.likely_cause(),
-                c.vendor_err
-            );
+            return Err(failed_write(peer, c));
         }
         self.acked = self.acked.max(c.wr_id + 1);
         Ok(())
     }
 
-    /// Reap until fewer than `window` writes are in flight (1: all of them done).
+    /// Reap until fewer than `window` writes are in flight (1: all of them done). The deadline
+    /// is set up only when the first poll leaves the window full.
     #[inline]
     fn wait_room(&mut self, tq: &TestQp, p: &LatParams, window: u64) -> Result<()> {
+        if self.sent - self.acked < window {
+            return Ok(());
+        }
+        self.reap(tq, &p.peer)?;
+        if self.sent - self.acked < window {
+            return Ok(());
+        }
         let mut deadline = Deadline::new(p.timeout);
         while self.sent - self.acked >= window {
             self.reap(tq, &p.peer)?;
@@ -140,6 +142,18 @@ impl<'a> Writes<'a> {
         self.sent += 1;
         Ok(())
     }
+}
+
+/// A failed WRITE's completion as an error (out of line: the loop only tests the status).
+#[cold]
+#[inline(never)]
+fn failed_write(peer: &str, c: Reaped) -> anyhow::Error {
+    anyhow!(
+        "an RDMA operation with {peer} completed with {}: {} (vendor error 0x{:x})",
+        c.status,
+        c.status.likely_cause(),
+        c.vendor_err
+    )
 }
 
 /// WRITE latency, either side. The landing zone of `size` bytes starts at `max_size`.
@@ -192,8 +206,9 @@ pub fn run_write(
     // Wait until the landing zone's last byte is `want` (or `or`); reap our writes meanwhile.
     // Plain bytes, not a predicate: nothing called through a pointer in the spin.
     let wait_for = |tq: &TestQp, (want, or): (u8, Option<u8>), writes: &mut Writes, i: u64| {
-        // The clock is read only once the wait has lasted: not at all on the fast path.
-        let mut deadline = Deadline::new(p.timeout);
+        // The clock is read only once the wait has lasted: not at all on the fast path, where
+        // not even the deadline is set up.
+        let mut deadline: Option<Deadline> = None;
         let mut spins = 0u32;
         loop {
             let seen = tq.mr.read_volatile(landing).unwrap_or(0);
@@ -209,7 +224,10 @@ pub fn run_write(
                 if writes.sent > writes.acked {
                     writes.reap(tq, &p.peer)?;
                 }
-                if deadline.expired() {
+                if deadline
+                    .get_or_insert_with(|| Deadline::new(p.timeout))
+                    .expired()
+                {
                     bail!(
                         "timed out after {} waiting for the peer's RDMA WRITE of iteration {} \
                          from {} (is the peer still running? the landing zone's last byte \
@@ -350,7 +368,6 @@ pub fn run_serial(
     let total = p.iterations.unwrap_or(u64::MAX);
     let clock = Clock::get();
     let mut latency = Samples::new(clock, p.iterations);
-    let mut c = Completion::default();
     let start = Instant::now();
     // One clock read per sample, as perftest's: a sample runs from the previous completion
     // (the moment this operation is posted, give or take the loop) to this one's.
@@ -373,9 +390,9 @@ pub fn run_serial(
         tq.qp.post_send_list(&mut list, 1)?;
         let mut deadline = Deadline::new(p.timeout);
         let mut spins = 0u32;
-        loop {
-            if tq.cq.poll(std::slice::from_mut(&mut c))? > 0 {
-                break;
+        let c = loop {
+            if let Some(c) = tq.cq.poll_one()? {
+                break c;
             }
             if deadline.expired() {
                 return Err(anyhow!(
@@ -390,7 +407,7 @@ pub fn run_serial(
             if spins.is_multiple_of(256) && stop.load(Ordering::Relaxed) {
                 return Err(crate::exit::Interrupted.into());
             }
-        }
+        };
         let end = clock.now();
         if !c.status.is_success() {
             bail!(

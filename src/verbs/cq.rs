@@ -183,6 +183,16 @@ impl Default for Completion {
     }
 }
 
+/// What a latency loop needs of a completion ([`CompletionQueue::poll_one`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reaped {
+    pub wr_id: u64,
+    pub status: WcStatus,
+    pub vendor_err: u32,
+    /// A received message's immediate value.
+    pub imm_data: Option<u32>,
+}
+
 /// How many completions one `ibv_poll_cq` call asks for at most.
 const POLL_BATCH: usize = 32;
 
@@ -267,6 +277,33 @@ impl CompletionQueue {
             };
         }
         Ok(n as usize)
+    }
+
+    /// Poll one completion: the latency loops' call, which reap one at a time. Only what they
+    /// look at is copied out (the id, the status, the vendor's error code, the immediate).
+    #[inline]
+    pub fn poll_one(&self) -> Result<Option<Reaped>, VerbsError> {
+        let mut wc = MaybeUninit::<ibv_wc>::uninit();
+        // SAFETY: `wc` has room for one entry, which the provider initialises when it returns 1.
+        let n = unsafe { ibv_poll_cq(self.raw, 1, wc.as_mut_ptr()) };
+        if n <= 0 {
+            return if n == 0 {
+                Ok(None)
+            } else {
+                Err(VerbsError::new("ibv_poll_cq", self.ctx.name(), -n))
+            };
+        }
+        // SAFETY: ibv_poll_cq returned 1: the entry was written.
+        let wc = unsafe { wc.assume_init_ref() };
+        let with_imm = wc.wc_flags & 2 != 0; // IBV_WC_WITH_IMM
+        Ok(Some(Reaped {
+            wr_id: wc.wr_id,
+            status: WcStatus(wc.status),
+            vendor_err: wc.vendor_err,
+            // SAFETY: the union holds imm_data when IBV_WC_WITH_IMM is set.
+            imm_data: with_imm
+                .then(|| u32::from_be(unsafe { wc.imm_data_invalidated_rkey_union.imm_data })),
+        }))
     }
 
     /// Busy-poll until at least one completion arrives or `deadline` passes (Ok(0) then).

@@ -20,14 +20,14 @@ pub use cm::{
     CmEventChannel, CmEventKind, CmId, CmListener, IncomingRequest, REJECT_PRIVATE_DATA_MAX,
     explain_status, reject_reason,
 };
-pub use cq::{Completion, CompletionChannel, CompletionQueue, WcOpcode, WcStatus};
+pub use cq::{Completion, CompletionChannel, CompletionQueue, Reaped, WcOpcode, WcStatus};
 pub use device::{Context, Device, DeviceAttr, DeviceList, PortAttr, netdev_name};
 pub use error::{VerbsError, errno_name};
 pub use mr::{Access, MemoryRegion, page_size};
 pub use pd::ProtectionDomain;
 pub use qp::{
-    QpCaps, QpType, QueuePair, RemoteQp, RtrParams, RtsParams, SendList, SendOp, SendRequest,
-    UdDest,
+    QpCaps, QpType, QueuePair, RecvRequest, RemoteQp, RtrParams, RtsParams, SendList, SendOp,
+    SendRequest, UdDest,
 };
 pub use send_list::AddressCycle;
 // The values the verbs report are the InfiniBand vocabulary's, shared with sysfs and the reports.

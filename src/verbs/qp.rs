@@ -350,16 +350,24 @@ impl QueuePair {
         mr: &MemoryRegion,
         range: Range<usize>,
     ) -> Result<(), VerbsError> {
-        let mut sge = Self::sge(mr, &range, "ibv_post_recv")?;
-        // SAFETY: ibv_recv_wr is plain data; all-zero is valid.
-        let mut wr: ibv_recv_wr = unsafe { mem::zeroed() };
-        wr.wr_id = wr_id;
-        wr.sg_list = &mut sge;
-        wr.num_sge = 1;
+        self.post_recv_request(&mut RecvRequest::new(mr, range)?, wr_id)
+    }
+
+    /// Post `req` (built and checked once) with id `wr_id`: a ping-pong's receive per round
+    /// trip, without building or checking the request again.
+    #[inline]
+    pub fn post_recv_request(
+        &self,
+        req: &mut RecvRequest<'_>,
+        wr_id: u64,
+    ) -> Result<(), VerbsError> {
+        req.wr.wr_id = wr_id;
+        req.wr.sg_list = &mut req.sge;
         let mut bad: *mut ibv_recv_wr = std::ptr::null_mut();
-        // SAFETY: `wr` and `sge` live across the call; the buffer is registered in `mr`, which
+        // SAFETY: `req.wr` and the SGE it points at live across the call (`req` is borrowed
+        // mutably for it); the bytes lie in the MR the request borrows for its lifetime, which
         // deregisters before freeing, so the device never writes to freed memory.
-        let rc = unsafe { ibv_post_recv(self.raw, &mut wr, &mut bad) };
+        let rc = unsafe { ibv_post_recv(self.raw, &mut req.wr, &mut bad) };
         // The hot path: the error's text is formatted only when there is an error.
         if rc == 0 {
             return Ok(());
@@ -409,15 +417,18 @@ impl QueuePair {
         if self.qp_type == QpType::Ud && list.ud_missing[..n].iter().any(|&m| m) {
             return Err(self.ud_without_dest());
         }
-        for i in 0..n {
-            let sge: *mut ibv_sge = &mut list.sges[i];
-            let next: *mut ibv_send_wr = if i + 1 < n {
-                &mut list.wrs[i + 1]
-            } else {
-                std::ptr::null_mut()
-            };
-            list.wrs[i].sg_list = sge;
-            list.wrs[i].next = next;
+        if list.chained != n {
+            for i in 0..n {
+                let sge: *mut ibv_sge = &mut list.sges[i];
+                let next: *mut ibv_send_wr = if i + 1 < n {
+                    &mut list.wrs[i + 1]
+                } else {
+                    std::ptr::null_mut()
+                };
+                list.wrs[i].sg_list = sge;
+                list.wrs[i].next = next;
+            }
+            list.chained = n;
         }
         let mut bad: *mut ibv_send_wr = std::ptr::null_mut();
         // SAFETY: the first `n` WRs are filled (SendList::set) and chained to SGEs in the same
@@ -435,6 +446,33 @@ impl QueuePair {
 }
 
 /// Fill one WR and its SGE from a request (validating the local range).
+/// One receive of a range of a memory region, built and checked once and posted as often as
+/// needed ([`QueuePair::post_recv_request`]); it borrows the region for `'a`.
+pub struct RecvRequest<'a> {
+    wr: ibv_recv_wr,
+    sge: ibv_sge,
+    _mr: std::marker::PhantomData<&'a MemoryRegion>,
+}
+
+// SAFETY: the raw pointer inside points at the request's own SGE (set at each post) and its
+// bytes are in an MR borrowed for 'a, which is Sync; the request is only used through &mut.
+unsafe impl Send for RecvRequest<'_> {}
+
+impl<'a> RecvRequest<'a> {
+    /// A receive into `range` of `mr` (checked to lie inside it).
+    pub fn new(mr: &'a MemoryRegion, range: Range<usize>) -> Result<Self, VerbsError> {
+        let sge = QueuePair::sge(mr, &range, "ibv_post_recv")?;
+        // SAFETY: ibv_recv_wr is plain data; all-zero is valid.
+        let mut wr: ibv_recv_wr = unsafe { mem::zeroed() };
+        wr.num_sge = 1;
+        Ok(RecvRequest {
+            wr,
+            sge,
+            _mr: std::marker::PhantomData,
+        })
+    }
+}
+
 pub(super) fn fill_send_wr(
     req: &SendRequest<'_>,
     wr: &mut ibv_send_wr,

@@ -53,6 +53,10 @@ pub struct SendList<'a> {
     /// Slots filled without a UD destination (refused on UD QPs).
     pub(super) ud_missing: Box<[bool]>,
     pub(super) len: usize,
+    /// How many requests are chained to each other and to their SGEs (0: none yet): a post of
+    /// as many as last time chains nothing again. The arrays are boxed, so the pointers stay
+    /// good when the list moves; `set` and `mark` never touch them.
+    pub(super) chained: usize,
     /// Slots that step their addresses ([`place`](Self::place)): their first addresses.
     cycles: Box<[Option<Cycled>]>,
     _borrows: std::marker::PhantomData<&'a MemoryRegion>,
@@ -73,6 +77,7 @@ impl<'a> SendList<'a> {
             sges: (0..capacity).map(|_| unsafe { mem::zeroed() }).collect(),
             ud_missing: vec![true; capacity].into_boxed_slice(),
             len: 0,
+            chained: 0,
             cycles: vec![None; capacity].into_boxed_slice(),
             _borrows: std::marker::PhantomData,
         }
