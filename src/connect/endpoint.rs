@@ -34,6 +34,11 @@ pub struct RemoteMemory {
     pub addr: u64,
     pub rkey: u32,
     pub len: u64,
+    /// WRITE latency: where the peer's writes are to land, in bytes past `addr` (a page of
+    /// their own, apart from the source byte this side writes). None from a peer that does
+    /// not say, whose writes land `max_size` bytes in: both sides then use that layout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub landing: Option<u64>,
 }
 
 /// The local port a test runs on, with the GID chosen for it.
@@ -251,6 +256,26 @@ mod tests {
             gid_type: t,
             netdev: Some("eth0".into()),
         }
+    }
+
+    /// An older rdmadiag's buffer says nothing of a landing zone (read as None, so both sides
+    /// keep the old layout), and one that has none sends nothing new.
+    #[test]
+    fn a_buffer_without_a_landing_zone_reads_as_before() {
+        let old: RemoteMemory =
+            serde_json::from_str(r#"{"addr":4096,"rkey":7,"len":128}"#).unwrap();
+        assert_eq!(old.landing, None);
+        assert_eq!(
+            serde_json::to_string(&old).unwrap(),
+            r#"{"addr":4096,"rkey":7,"len":128}"#
+        );
+        let new = RemoteMemory {
+            landing: Some(4096),
+            ..old
+        };
+        let back: RemoteMemory =
+            serde_json::from_str(&serde_json::to_string(&new).unwrap()).unwrap();
+        assert_eq!(back.landing, Some(4096));
     }
 
     #[test]

@@ -49,6 +49,9 @@ pub struct TestQp {
     pub transport: QpType,
     pub path_mtu: Option<Mtu>,
     pub rd_atomic: u8,
+    /// WRITE latency: the offset in `mr` where the peer's writes are to land (advertised in
+    /// the endpoint); None for other tests.
+    pub landing: Option<usize>,
 }
 
 fn random_psn() -> u32 {
@@ -114,6 +117,7 @@ impl TestQp {
             transport: shape.transport,
             path_mtu: None,
             rd_atomic: rd_atomic.max(1),
+            landing: None,
         })
     }
 
@@ -127,6 +131,7 @@ impl TestQp {
                 addr: self.mr.addr(),
                 rkey: self.mr.rkey(),
                 len: self.mr.len() as u64,
+                landing: self.landing.map(|l| l as u64),
             });
         }
         e

@@ -262,6 +262,7 @@ mod tests {
         addr: 0x10_0000,
         rkey: 9,
         len: 8,
+        landing: None,
     };
 
     #[test]

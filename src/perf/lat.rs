@@ -65,9 +65,36 @@ pub struct LatOutcome {
     pub elapsed: Duration,
 }
 
+/// Where a WRITE latency test's landing zone starts: on a page of its own past the source,
+/// as perftest keeps them apart (the byte the peer's write changes and the byte this side
+/// writes then share no cache line, nor page).
+pub fn landing_offset(max_size: usize) -> usize {
+    max_size.max(1).next_multiple_of(LANDING_ALIGN)
+}
+
+/// The landing zone's alignment (a page on every host this runs on).
+const LANDING_ALIGN: usize = 4096;
+
 /// Bytes each side's buffer needs for a WRITE latency test: a source, then a landing zone.
 pub fn write_buffer_len(max_size: usize) -> usize {
-    2 * max_size
+    landing_offset(max_size) + max_size
+}
+
+/// Where the peer's writes land in our buffer and ours in the peer's: `own` is what we
+/// advertised (None: nothing), `theirs` what the peer did. rdmadiag's wire: each side's
+/// advertised zone when both say where it is, else (a peer that does not) both at `max_size`,
+/// the layout before zones were advertised. perftest's: its advertised address is its zone.
+fn landing_zones(
+    marks: Marks,
+    own: Option<usize>,
+    theirs: Option<u64>,
+    max_size: usize,
+) -> (usize, u64) {
+    match (marks, own, theirs) {
+        (Marks::Perftest, own, _) => (own.unwrap_or(max_size), 0),
+        (Marks::Rdmadiag, Some(own), Some(theirs)) => (own, theirs),
+        (Marks::Rdmadiag, ..) => (max_size, max_size as u64),
+    }
 }
 
 fn mark(i: u64) -> u8 {
@@ -156,7 +183,8 @@ fn failed_write(peer: &str, c: Reaped) -> anyhow::Error {
     )
 }
 
-/// WRITE latency, either side. The landing zone of `size` bytes starts at `max_size`.
+/// WRITE latency, either side. The landing zone of `size` bytes is where [`landing_zones`]
+/// puts it.
 pub fn run_write(
     tq: &TestQp,
     side: Side,
@@ -167,24 +195,28 @@ pub fn run_write(
 ) -> Result<LatOutcome> {
     let size = p.size;
     let perftest = p.marks == Marks::Perftest;
-    // Where our write lands in the peer's buffer.
-    let remote_landing = if perftest { 0 } else { max_size };
-    if remote.len < (remote_landing + size) as u64 {
+    // Where the peer's writes land in our buffer, and ours in the peer's.
+    let (own_landing, remote_landing) =
+        landing_zones(p.marks, tq.landing, remote.landing, max_size);
+    if remote.len < remote_landing.saturating_add(size as u64) {
         bail!("the peer's buffer is too small for {size}-byte writes");
+    }
+    if tq.mr.len() < own_landing + size {
+        bail!("this side's buffer is too small for the peer's {size}-byte writes");
     }
     let mark = |i: u64| if perftest { (i + 1) as u8 } else { mark(i) };
     let stop_mark = (!perftest).then_some(STOP_MARK);
     let clock = Clock::get();
     let mut last_post: Option<Stamp> = None;
     let inline = size <= p.inline_max.min(tq.qp.caps().max_inline_data as usize);
-    let landing = max_size + size - 1;
+    let landing = own_landing + size - 1;
     let total = p.iterations.unwrap_or(u64::MAX);
     let mut latency = Samples::new(clock, p.iterations);
     let mut writes = Writes::new(
         &SendRequest {
             wr_id: 0,
             op: SendOp::Write {
-                remote_addr: remote.addr + remote_landing as u64,
+                remote_addr: remote.addr + remote_landing,
                 rkey: remote.rkey,
             },
             mr: &tq.mr,
@@ -448,6 +480,29 @@ mod tests {
             marks.windows(2).all(|w| w[0] != w[1]),
             "each iteration differs"
         );
-        assert_eq!(write_buffer_len(64), 128);
+    }
+
+    /// Both sides of rdmadiag's wire put the landing zone on its own page when both advertise
+    /// it; with a peer that does not (an older rdmadiag), both keep the old layout, so neither
+    /// waits on a byte the other never writes. perftest's zone is its advertised address.
+    #[test]
+    fn landing_zones_are_on_their_own_page_unless_the_peer_does_not_say() {
+        assert_eq!(landing_offset(2), 4096);
+        assert_eq!(landing_offset(4096), 4096);
+        assert_eq!(landing_offset(4097), 8192);
+        assert_eq!(write_buffer_len(64), 4096 + 64);
+        let own = Some(landing_offset(64));
+        assert_eq!(
+            landing_zones(Marks::Rdmadiag, own, Some(8192), 64),
+            (4096, 8192)
+        );
+        assert_eq!(landing_zones(Marks::Rdmadiag, own, None, 64), (64, 64));
+        assert_eq!(
+            landing_zones(Marks::Rdmadiag, None, Some(4096), 64),
+            (64, 64)
+        );
+        assert_eq!(landing_zones(Marks::Perftest, own, None, 64), (4096, 0));
+        // The old layout's zone lies inside the new buffer too.
+        assert!(64 + 64 <= write_buffer_len(64));
     }
 }

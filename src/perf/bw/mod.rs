@@ -432,6 +432,7 @@ mod tests {
             addr: 0x1000,
             rkey: 7,
             len: 32,
+            landing: None,
         };
         assert!(op_for(Op::Read, Some(m), 64).is_err(), "too small");
         assert_eq!(

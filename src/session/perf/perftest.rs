@@ -113,6 +113,7 @@ fn endpoint_of(k: &PerftestKey, local: &LocalPort, mtu: Mtu, len: u64) -> Endpoi
             addr: k.vaddr,
             rkey: k.rkey,
             len,
+            landing: None,
         }),
     }
 }
@@ -164,14 +165,12 @@ fn set_up(
             tq.mr.as_mut_slice()[atomic::RESULT].copy_from_slice(&start.to_ne_bytes());
         }
     }
-    // The address the peer's operations go to: for WRITE latency the landing zone after the
-    // source, else the buffer's start.
-    let landing = if recipe.kind == Kind::Lat && recipe.p.op == Op::Write {
-        max as usize
-    } else {
-        0
-    };
-    let mine: Vec<PerftestKey> = qps.iter().map(|tq| key_of(tq, landing)).collect();
+    // The address the peer's operations go to: for WRITE latency the landing zone (a page
+    // past the source), else the buffer's start.
+    let mine: Vec<PerftestKey> = qps
+        .iter()
+        .map(|tq| key_of(tq, tq.landing.unwrap_or(0)))
+        .collect();
     // perftest's latency tests but ib_send_lat shake hands once more before the per-QP round.
     let send = recipe.p.op == Op::Send;
     if recipe.kind == Kind::Lat && !send {

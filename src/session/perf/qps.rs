@@ -192,7 +192,7 @@ impl QpRecipe for PerfQps<'_> {
             ))
             .into());
         }
-        let tq = TestQp::new(
+        let mut tq = TestQp::new(
             local.clone(),
             QpShape {
                 rd_atomic: shape.rd_atomic.min(device_max),
@@ -200,6 +200,9 @@ impl QpRecipe for PerfQps<'_> {
                 ..shape
             },
         )?;
+        if self.kind == Kind::Lat && p.op == Op::Write {
+            tq.landing = Some(lat::landing_offset(max_size(p)));
+        }
         if self.side == Side::Initiator {
             check_inline(p, &tq)?;
         }
