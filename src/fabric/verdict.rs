@@ -104,6 +104,8 @@ pub const RETEST_ROUNDS: u32 = 4;
 /// taken for a stall costs a retest and can clear nothing; with stalls alone a charge that
 /// stood out or was gross stands, and one within the noise ends undecided.
 pub const STALL_LAT_RATIO: f64 = 2.0;
+/// Retests of a bw-link that look like a stall ([`Retest::stall_like`]) needed before they count.
+pub const STALL_LIKE_TO_COUNT: usize = 2;
 
 impl Default for Thresholds {
     fn default() -> Self {
@@ -430,3 +432,5 @@ mod tests_latency;
 mod tests_retest;
 #[cfg(test)]
 mod tests_stall;
+#[cfg(test)]
+mod tests_stall_like;
