@@ -26,7 +26,9 @@
 //!   retest whose latency is [`STALL_LAT_RATIO`] x the reference or more (or above
 //!   `--max-lat-ratio`, when that is higher) was measured while a host stalled: its bandwidth
 //!   counts neither way and the suspect is retested again; with stalls alone when the budget
-//!   ends, it is judged as a suspect that could not be retested.
+//!   ends, it is judged as a suspect that could not be retested. A bw-link's retest slow both
+//!   ways (below the ratio) at a latency above the reference beyond its noise, under a stall's,
+//!   counts only beside a second one, or when it is all the suspect has when the budget ends.
 //! - **Group** (`bw-group`): suspect hosts that are fast among themselves: a shared switch,
 //!   uplink or partition, reported once.
 //! - **Latency** (`lat-host`, `lat-link`): the same, above `--max-lat-ratio` x the reference.
@@ -104,6 +106,8 @@ pub const RETEST_ROUNDS: u32 = 4;
 /// taken for a stall costs a retest and can clear nothing; with stalls alone a charge that
 /// stood out or was gross stands, and one within the noise ends undecided.
 pub const STALL_LAT_RATIO: f64 = 2.0;
+/// Retests of a bw-link that look like a stall ([`Retest::stall_like`]) needed before they count.
+pub const STALL_LIKE_TO_COUNT: usize = 2;
 
 impl Default for Thresholds {
     fn default() -> Self {
@@ -430,3 +434,5 @@ mod tests_latency;
 mod tests_retest;
 #[cfg(test)]
 mod tests_stall;
+#[cfg(test)]
+mod tests_stall_like;

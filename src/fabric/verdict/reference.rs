@@ -240,6 +240,25 @@ impl Reference {
             .is_some_and(|x| x >= STALL_LAT_RATIO && x > t.max_lat_ratio)
     }
 
+    /// Whether a retest `p` that is no stall by its latency looks like one all the same: both
+    /// directions below `--min-bw-ratio` and its latency above the reference's by more than the
+    /// latency's noise (one spread). A paused guest slows both ways at once and raises the
+    /// latency, not always to [`STALL_LAT_RATIO`]; a slow link is slow on every retest.
+    pub(super) fn stall_like(&self, p: &PairResult, t: &Thresholds) -> bool {
+        let Some(spread) = self.lat_spread else {
+            return false;
+        };
+        let low = |v: Option<f64>| {
+            v.and_then(|v| self.bw_ratio(v))
+                .is_some_and(|x| x < t.min_bw_ratio)
+        };
+        low(p.bw_gbps)
+            && low(p.bw_gbps_reverse)
+            && p.lat_us
+                .and_then(|v| self.lat_ratio(v))
+                .is_some_and(|x| x.ln() > spread)
+    }
+
     pub(super) fn bw_ratio(&self, v: f64) -> Option<f64> {
         self.bw_gbps.map(|r| v / r)
     }

@@ -45,6 +45,10 @@ pub struct Retest {
     /// Its latency says a host stalled while it ran ([`Reference::stalled`]): its bandwidth
     /// counts neither way.
     pub stalled: bool,
+    /// Not stalled by its latency, but slow both ways with a latency above the reference's, as
+    /// a stall is ([`Reference::stall_like`]): a bw-link counts it only once its retests show
+    /// it twice.
+    pub stall_like: bool,
     /// The rules that flag it ([`pair_reasons`]).
     rules: Rules,
 }
@@ -54,10 +58,18 @@ impl Retest {
     pub fn of(p: &PairResult, r: &Reference, t: &Thresholds) -> Retest {
         let rules = Rules::of(&pair_reasons(p, r, t));
         let stalled = r.stalled(p.lat_us, t);
-        Retest::named(p, rules, stalled, p.a.as_str().into(), p.b.as_str().into())
+        let stall_like = !stalled && r.stall_like(p, t);
+        Retest::named(
+            p,
+            rules,
+            [stalled, stall_like],
+            p.a.as_str().into(),
+            p.b.as_str().into(),
+        )
     }
 
-    fn named(p: &PairResult, rules: Rules, stalled: bool, a: Rc<str>, b: Rc<str>) -> Retest {
+    fn named(p: &PairResult, rules: Rules, stall: [bool; 2], a: Rc<str>, b: Rc<str>) -> Retest {
+        let [stalled, stall_like] = stall;
         Retest {
             a,
             b,
@@ -67,6 +79,7 @@ impl Retest {
             lat_us: p.lat_us,
             error: p.error.as_deref().map(Rc::from),
             stalled,
+            stall_like,
             rules,
         }
     }
@@ -157,11 +170,13 @@ pub(super) fn run<E, I: IntoIterator<Item = PairResult>>(
             p.retested = true;
             let rules = flag_one(&mut p, r, t);
             let stalled = r.stalled(p.lat_us, t);
+            let stall_like = !stalled && r.stall_like(&p, t);
             summary.stalled += stalled as u32;
             let pair = (p.a_rank.min(p.b_rank), p.a_rank.max(p.b_rank));
             if let Entry::Vacant(e) = by_pair.entry(pair) {
                 e.insert(records.len());
-                records.push(Retest::named(&p, rules, stalled, name(&p.a), name(&p.b)));
+                let stall = [stalled, stall_like];
+                records.push(Retest::named(&p, rules, stall, name(&p.a), name(&p.b)));
             }
             keep(p);
         }
@@ -175,11 +190,11 @@ pub(super) fn run<E, I: IntoIterator<Item = PairResult>>(
         drop((by_pair, records));
         held = release(&mut trials, held, r, t);
     }
-    settle(&mut trials);
+    settle(&mut trials, r, t);
     // Links still held by a host that ended undecided (or never retested) are judged as they
     // stand: never dropped.
     let _ = release(&mut trials, held, r, t);
-    settle(&mut trials);
+    settle(&mut trials, r, t);
     summary.undecided = trials
         .iter()
         .filter(|x| x.state == State::Undecided)
@@ -187,9 +202,21 @@ pub(super) fn run<E, I: IntoIterator<Item = PairResult>>(
     Ok((trials, summary))
 }
 
-/// The retests are over: what is still pending ends as [`Trial::unretested`] says.
-fn settle(trials: &mut [Trial]) {
+/// The retests are over: what is still pending ends as [`Trial::unretested`] says, once judged
+/// on its retests that looked like a stall where they are all it has (no other is to come).
+fn settle(trials: &mut [Trial], r: &Reference, t: &Thresholds) {
     for x in trials.iter_mut().filter(|x| x.state == State::Pending) {
+        let alone = x.retests.iter().any(|p| p.stall_like)
+            && x.retests.iter().all(|p| p.stall_like || p.stalled);
+        if alone {
+            for p in &mut x.retests {
+                p.stall_like = false;
+            }
+            x.state = x.decide(r, t);
+            if x.state != State::Pending {
+                continue;
+            }
+        }
         x.state = x.unretested();
     }
 }
@@ -296,9 +323,12 @@ impl Trial {
     /// The retests that count for charge `c`: for a bandwidth charge, those without a stall.
     fn counted<'a>(&'a self, c: &Charge) -> impl Iterator<Item = &'a Retest> + 'a {
         let bandwidth = judges_bandwidth(c.rule);
+        // A bw-link's retests that look like a stall count once there are two of them.
+        let lone = c.rule == Rule::BwLink
+            && self.retests.iter().filter(|p| p.stall_like).count() < STALL_LIKE_TO_COUNT;
         self.retests
             .iter()
-            .filter(move |p| !(bandwidth && p.stalled))
+            .filter(move |p| !(bandwidth && p.stalled || lone && p.stall_like))
     }
 
     /// Where one charge stands after the retests so far.
