@@ -140,17 +140,14 @@ impl<'a> Writes<'a> {
     /// is set up only when the first poll leaves the window full.
     #[inline]
     fn wait_room(&mut self, tq: &TestQp, p: &LatParams, window: u64) -> Result<()> {
-        if self.sent - self.acked < window {
-            return Ok(());
-        }
-        self.reap(tq, &p.peer)?;
-        if self.sent - self.acked < window {
-            return Ok(());
-        }
-        let mut deadline = Deadline::new(p.timeout);
+        let mut deadline: Option<Deadline> = None;
         while self.sent - self.acked >= window {
             self.reap(tq, &p.peer)?;
-            if self.sent - self.acked >= window && deadline.expired() {
+            if self.sent - self.acked >= window
+                && deadline
+                    .get_or_insert_with(|| Deadline::new(p.timeout))
+                    .expired()
+            {
                 bail!(
                     "our RDMA WRITE to {} did not complete within {}",
                     p.peer,

@@ -193,6 +193,14 @@ pub struct Reaped {
     pub imm_data: Option<u32>,
 }
 
+/// A completion's immediate value, when it carries one (IBV_WC_WITH_IMM).
+#[inline]
+fn imm_of(wc: &ibv_wc) -> Option<u32> {
+    let with_imm = wc.wc_flags & 2 != 0; // IBV_WC_WITH_IMM
+    // SAFETY: the union holds imm_data when IBV_WC_WITH_IMM is set.
+    with_imm.then(|| u32::from_be(unsafe { wc.imm_data_invalidated_rkey_union.imm_data }))
+}
+
 /// How many completions one `ibv_poll_cq` call asks for at most.
 const POLL_BATCH: usize = 32;
 
@@ -262,7 +270,6 @@ impl CompletionQueue {
         for (slot, wc) in out.iter_mut().zip(&wcs[..n as usize]) {
             // SAFETY: the first `n` entries were written by ibv_poll_cq.
             let wc = unsafe { wc.assume_init_ref() };
-            let with_imm = wc.wc_flags & 2 != 0; // IBV_WC_WITH_IMM
             *slot = Completion {
                 wr_id: wc.wr_id,
                 status: WcStatus(wc.status),
@@ -271,9 +278,7 @@ impl CompletionQueue {
                 qp_num: wc.qp_num,
                 src_qp: wc.src_qp,
                 vendor_err: wc.vendor_err,
-                // SAFETY: the union holds imm_data when IBV_WC_WITH_IMM is set.
-                imm_data: with_imm
-                    .then(|| u32::from_be(unsafe { wc.imm_data_invalidated_rkey_union.imm_data })),
+                imm_data: imm_of(wc),
             };
         }
         Ok(n as usize)
@@ -295,14 +300,11 @@ impl CompletionQueue {
         }
         // SAFETY: ibv_poll_cq returned 1: the entry was written.
         let wc = unsafe { wc.assume_init_ref() };
-        let with_imm = wc.wc_flags & 2 != 0; // IBV_WC_WITH_IMM
         Ok(Some(Reaped {
             wr_id: wc.wr_id,
             status: WcStatus(wc.status),
             vendor_err: wc.vendor_err,
-            // SAFETY: the union holds imm_data when IBV_WC_WITH_IMM is set.
-            imm_data: with_imm
-                .then(|| u32::from_be(unsafe { wc.imm_data_invalidated_rkey_union.imm_data })),
+            imm_data: imm_of(wc),
         }))
     }
 
