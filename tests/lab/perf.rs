@@ -476,6 +476,21 @@ fn lat_client_and_server_every_op() {
         let v = client_server(&["lat", "--op", op, "-n", "200", "--json"], port);
         check_lat(&v, op, &[2], Some(200));
     }
+    // A size again, after another: each round starts from a cleared landing zone (on its own
+    // page past the source), or the earlier round's stop mark, copied along with the larger
+    // round's source, would end the responder's round at once and leave the client waiting.
+    let sizes = [
+        "lat",
+        "--sizes",
+        "64,1000,64",
+        "-n",
+        "50",
+        "--timeout",
+        "5s",
+        "--json",
+    ];
+    let v = client_server(&sizes, 18913);
+    check_lat(&v, "write", &[64, 1000, 64], Some(50));
     // The counter can be set aside for the monotonic clock; the report says which was read.
     let o = run_env(
         &["lat", "--loopback", "-n", "200", "--json"],

@@ -367,7 +367,9 @@ pub(super) fn prepare_round(
     let size = round.size;
     let buf = qps[0].mr.as_mut_slice();
     match (kind, p.op, round.batch) {
-        (Kind::Lat, Op::Write, _) => buf[max..2 * max].fill(0),
+        // The landing zones, wherever this round's layout puts them (on their own page, or at
+        // `max` with an older peer): everything past the source.
+        (Kind::Lat, Op::Write, _) => buf[max..].fill(0),
         (Kind::Verify, op, Some(b)) => {
             let span = (b.count as usize * size as usize).min(buf.len());
             // The source: the server's buffer for READ, the client's for WRITE.
