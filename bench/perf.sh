@@ -3,7 +3,9 @@
 #
 # usage: bench/perf.sh     (BENCH_N=10 rounds; BENCH_BW_ITERS=500 at 64 KiB, BENCH_LAT_ITERS=1000
 #                           at 2 B, BENCH_RATE_ITERS=10000 at 64 B; BENCH_TABLES="matched defaults";
-#                           BENCH_ROWS="bw_write ... lat_cswap" to run some rows only)
+#                           BENCH_ROWS="bw_write ... lat_cswap" to run some rows only;
+#                           BENCH_PIN="0 1": every server on vCPU 0, every client on vCPU 1, both
+#                           tools alike (taskset); "none" leaves placement to the scheduler)
 #
 # Builds the release binary here, then in ONE Soft-RoCE lab guest runs, BENCH_N times, every pair
 # below, server + client each, rdmadiag and perftest alternately (which goes first alternates from
@@ -37,7 +39,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib/common.sh"
 n=${BENCH_N:-10} bw_iters=${BENCH_BW_ITERS:-500} lat_iters=${BENCH_LAT_ITERS:-1000}
 rate_iters=${BENCH_RATE_ITERS:-10000} tables=${BENCH_TABLES:-matched defaults}
 all_rows="bw_write bw_send bw_read lat_write lat_send lat_read rate_write rate_fadd rate_cswap lat_fadd lat_cswap"
-rows=${BENCH_ROWS:-$all_rows}
+rows=${BENCH_ROWS:-$all_rows} pin=${BENCH_PIN:-0 1}
+[[ $pin == none || $pin =~ ^[0-9]+\ [0-9]+$ ]] || die "BENCH_PIN is \"SERVER_CPU CLIENT_CPU\" or none, not '$pin'"
 for r in $rows; do
     [[ " $all_rows " == *" $r "* ]] || die "BENCH_ROWS lists rows of: $all_rows (not '$r')"
 done
@@ -54,7 +57,11 @@ bench_prepare
 cat >"$work/guest.sh" <<'GUEST'
 #!/bin/bash
 # Guest part of bench/perf.sh: alternate rdmadiag and perftest pairs, print one sample per run.
-n=$1 bw_iters=$2 lat_iters=$3 rate_iters=$4 bin=$5 work=$6 tables=$7 rows=$8
+n=$1 bw_iters=$2 lat_iters=$3 rate_iters=$4 bin=$5 work=$6 tables=$7 rows=$8 pin=$9
+# Servers on one vCPU and clients on the other, both tools alike: two spinning processes on one
+# vCPU hand over only at the scheduler's tick (a round trip of milliseconds), whichever tool.
+spin=() cpin=()
+[[ $pin == none ]] || { spin=(taskset -c "${pin% *}"); cpin=(taskset -c "${pin#* }"); }
 port=19000
 # Every command is bounded: nothing may hang the guest.
 T=120
@@ -65,10 +72,10 @@ fail() { echo "bench: $*"; exit 1; }
 rdmadiag_run() {
     local sub=$1 field=$2; shift 2
     port=$((port + 1))
-    timeout $T env "${rd_env[@]}" "$bin" "$sub" -p $port --wait 60s >"$work/server.out" 2>&1 &
+    timeout $T "${spin[@]}" env "${rd_env[@]}" "$bin" "$sub" -p $port --wait 60s >"$work/server.out" 2>&1 &
     local spid=$!
     wait_port $port || fail "rdmadiag $sub server did not start: $(cat "$work/server.out")"
-    timeout $T env "${rd_env[@]}" "$bin" "$sub" 10.77.0.1 -p $port "$@" --json >"$work/client.json" 2>"$work/client.err" ||
+    timeout $T "${cpin[@]}" env "${rd_env[@]}" "$bin" "$sub" 10.77.0.1 -p $port "$@" --json >"$work/client.json" 2>"$work/client.err" ||
         fail "rdmadiag $sub $* failed: $(cat "$work/client.err")"
     wait $spid || fail "rdmadiag $sub server failed: $(cat "$work/server.out")"
     python3 -c '
@@ -83,10 +90,10 @@ print(rows[0][sys.argv[2]])' "$work/client.json" "$field"
 perftest_run() {
     local prog=$1 col=$2 size=$4; shift 2
     port=$((port + 1))
-    timeout $T "$prog" -F -x 1 -p $port "$@" >"$work/server.out" 2>&1 &
+    timeout $T "${spin[@]}" "$prog" -F -x 1 -p $port "$@" >"$work/server.out" 2>&1 &
     local spid=$!
     wait_port $port || fail "$prog server did not start: $(cat "$work/server.out")"
-    timeout $T "$prog" -F -x 1 -p $port "$@" 10.77.0.1 >"$work/client.out" 2>&1 ||
+    timeout $T "${cpin[@]}" "$prog" -F -x 1 -p $port "$@" 10.77.0.1 >"$work/client.out" 2>&1 ||
         fail "$prog $* failed: $(cat "$work/client.out")"
     wait $spid || fail "$prog server failed: $(cat "$work/server.out")"
     local v
@@ -158,15 +165,15 @@ for ((round = 0; round < n; round++)); do
 done
 GUEST
 
-note "alternating $n rounds of rdmadiag and perftest (bw 64K x $bw_iters, lat 2 B x $lat_iters, 64 B x $rate_iters; tables: $tables) in the lab"
+note "alternating $n rounds of rdmadiag and perftest (bw 64K x $bw_iters, lat 2 B x $lat_iters, 64 B x $rate_iters; tables: $tables; vCPUs of server and client: $pin) in the lab"
 lab_rc=0
 "$RDMADIAG_ROOT/scripts/lab" --timeout 3600 -- \
-    "$(printf '%q ' bash "$work/guest.sh" "$n" "$bw_iters" "$lat_iters" "$rate_iters" "$bin" "$work" "$tables" "$rows")" \
+    "$(printf '%q ' bash "$work/guest.sh" "$n" "$bw_iters" "$lat_iters" "$rate_iters" "$bin" "$work" "$tables" "$rows" "$pin")" \
     >"$work/lab.out" 2>&1 || lab_rc=$?
 grep -v -e '^sample ' -e '^cmd ' "$work/lab.out" >&2 || true
 ((lab_rc == 0)) || die "the lab run failed (exit $lab_rc)"
 
-python3 - "$work/lab.out" "$n" "$bw_iters" "$lat_iters" "$rate_iters" <<'PY'
+python3 - "$work/lab.out" "$n" "$bw_iters" "$lat_iters" "$rate_iters" "$pin" <<'PY'
 import statistics, sys
 samples, cmds = {}, {}
 for line in open(sys.argv[1]):
@@ -178,7 +185,7 @@ for line in open(sys.argv[1]):
         samples.setdefault((p[1], p[2], p[3]), []).append(x)
     elif len(p) > 4 and p[0] == "cmd":
         cmds[(p[1], p[2], p[3])] = " ".join(p[4:])
-n, bw_iters, lat_iters, rate_iters = sys.argv[2:6]
+n, bw_iters, lat_iters, rate_iters, pin = sys.argv[2:7]
 rows = [
     # name, label, unit, higher is better
     ("bw_write", "bw write 64 KiB", "Gb/s", True),
@@ -199,6 +206,8 @@ titles = {
 }
 print(f"\n{n} alternating rounds on rxe0 (TCG: compare ratios, not figures); "
       f"bw {bw_iters} x 64 KiB, lat {lat_iters} x 2 B, msg rate {rate_iters} x 64 B")
+print("placement, both tools alike: " + ("the scheduler's (BENCH_PIN=none)" if pin == "none" else
+      "servers on vCPU {}, clients on vCPU {} (taskset; BENCH_PIN)".format(*pin.split())))
 for table in ("matched", "defaults"):
     if not any(k[0] == table for k in samples):
         continue

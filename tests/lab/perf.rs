@@ -517,6 +517,40 @@ fn lat_client_and_server_every_op() {
     }
 }
 
+/// A one-sided round longer than the server's patience: while only the client works (READ: the
+/// server waits for the round's end on its control channel), the client's heartbeat keeps the
+/// server's channel alive, and the round ends well.
+#[test]
+#[ignore = "lab: needs rxe0; run by scripts/test inside the Soft-RoCE lab"]
+fn a_one_sided_round_outlasts_the_servers_timeout() {
+    require_rxe0();
+    let port = 18915u16;
+    let p = port.to_string();
+    let server = spawn_rdmadiag_env(
+        &[
+            "lat",
+            "-p",
+            &p,
+            "--wait",
+            "60s",
+            "--timeout",
+            "1s",
+            "--json",
+        ],
+        &[],
+    );
+    wait_listening(port, LIMIT);
+    let args = ["lat", HOST, "-p", &p, "--op", "read", "-D", "3s", "--json"];
+    let client = wait_limit(spawn_rdmadiag_env(&args, &[]), LIMIT, "lat --op read -D 3s");
+    let server = wait_limit(server, LIMIT, "lat server with --timeout 1s");
+    let v = json_of(
+        &client,
+        "lat --op read -D 3s against a server with --timeout 1s",
+    );
+    check_lat(&v, "read", &[2], None);
+    check_server(&server);
+}
+
 #[test]
 #[ignore = "lab: needs rxe0; run by scripts/test inside the Soft-RoCE lab"]
 fn lat_duration_keeps_percentiles() {

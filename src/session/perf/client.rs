@@ -234,12 +234,16 @@ fn client_round(
         size: plan.size,
         batch: plan.batch,
     })?;
+    // The heartbeat's thread starts while the server gets ready, not between its readiness and
+    // the first timed operation: the server would spin through the thread's start-up (the
+    // first latency sample's milliseconds under the lab's emulation).
+    let beat = Heartbeat::start(ch)?;
     match ch.recv("the server's readiness for the round")? {
         Message::RoundReady => {}
         _ => bail!("{peer} sent an unexpected message before the round"),
     }
     let (outcome, cpu) = {
-        let _beat = Heartbeat::start(ch)?;
+        let _beat = beat;
         crate::cpu::measure(|| run_round(qps, remotes, cx, plan, progress))
     };
     let outcome = match outcome {
