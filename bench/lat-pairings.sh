@@ -2,7 +2,9 @@
 # lat-pairings.sh: where WRITE latency's gap to perftest lies: which side, and whether rdmadiag's own
 # wire does it. Four pairings of ib_write_lat and `rdmadiag lat --op write` in one lab guest.
 #
-# usage: bench/lat-pairings.sh     (BENCH_N=8 rounds, BENCH_ITERS=1000 at 2 B)
+# usage: bench/lat-pairings.sh     (BENCH_N=8 rounds, BENCH_ITERS=1000 at 2 B; BENCH_PIN="0 1":
+#                                   every server on vCPU 0, every client on vCPU 1 (taskset), or
+#                                   "none" to leave placement to the scheduler)
 #
 # Builds the release binary here, then in ONE Soft-RoCE lab guest runs, BENCH_N times and in an
 # order that alternates from round to round:
@@ -22,7 +24,8 @@ set -euo pipefail
 # shellcheck source=scripts/lib/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib/common.sh"
 
-n=${BENCH_N:-8} iters=${BENCH_ITERS:-1000}
+n=${BENCH_N:-8} iters=${BENCH_ITERS:-1000} pin=${BENCH_PIN:-0 1}
+[[ $pin == none || $pin =~ ^[0-9]+\ [0-9]+$ ]] || die "BENCH_PIN is \"SERVER_CPU CLIENT_CPU\" or none, not '$pin'"
 for v in "$n" "$iters"; do
     [[ $v =~ ^[1-9][0-9]*$ ]] || die "BENCH_N and BENCH_ITERS must be positive whole numbers"
 done
@@ -32,7 +35,11 @@ bench_prepare
 cat >"$work/guest.sh" <<'GUEST'
 #!/bin/bash
 # Guest part of bench/lat-pairings.sh: one line per run, "sample PAIRING MEDIAN_US".
-n=$1 iters=$2 bin=$3 work=$4
+n=$1 iters=$2 bin=$3 work=$4 pin=$5
+# Servers on one vCPU and clients on the other, every pairing alike: two spinning processes on
+# one vCPU hand over only at the scheduler's tick (a round trip of milliseconds).
+spin=() cpin=()
+[[ $pin == none ]] || { spin=(taskset -c "${pin% *}"); cpin=(taskset -c "${pin#* }"); }
 host=10.77.0.1 port=19700
 export RDMADIAG_CLOCK=tsc
 wait_port() { for _ in $(seq 400); do ss -ltn "sport = :$1" | grep -q LISTEN && return 0; sleep 0.05; done; return 1; }
@@ -51,10 +58,10 @@ one() {
         rp) server=("${perftest[@]}" -p $port); client=("$bin" lat $host -p $port --compat perftest "${ours[@]}" --json); figure=median ;;
         pr) server=("$bin" lat -p $port "${ours[@]}"); client=("${perftest[@]}" -p $port $host); figure=typical ;;
     esac
-    timeout 180 "${server[@]}" >"$work/server.out" 2>&1 &
+    timeout 180 "${spin[@]}" "${server[@]}" >"$work/server.out" 2>&1 &
     spid=$!
     wait_port $port || fail "${server[*]} did not start"
-    timeout 180 "${client[@]}" >"$work/client.out" 2>&1 || fail "${client[*]} failed"
+    timeout 180 "${cpin[@]}" "${client[@]}" >"$work/client.out" 2>&1 || fail "${client[*]} failed"
     wait $spid || fail "${server[*]} failed"
     v=$($figure)
     [[ -n $v ]] || fail "no figure from ${client[*]}"
@@ -67,21 +74,21 @@ for ((r = 0; r < n; r++)); do
 done
 GUEST
 
-note "alternating $n rounds of four WRITE latency pairings ($iters x 2 B) in the lab"
+note "alternating $n rounds of four WRITE latency pairings ($iters x 2 B; vCPUs of server and client: $pin) in the lab"
 lab_rc=0
-"$RDMADIAG_ROOT/scripts/lab" -- "$(printf '%q ' bash "$work/guest.sh" "$n" "$iters" "$bin" "$work")" \
+"$RDMADIAG_ROOT/scripts/lab" -- "$(printf '%q ' bash "$work/guest.sh" "$n" "$iters" "$bin" "$work" "$pin")" \
     >"$work/lab.out" 2>&1 || lab_rc=$?
 grep -v '^sample ' "$work/lab.out" >&2 || true
 ((lab_rc == 0)) || die "the lab run failed (exit $lab_rc)"
 
-python3 - "$work/lab.out" "$n" "$iters" <<'PY'
+python3 - "$work/lab.out" "$n" "$iters" "$pin" <<'PY'
 import statistics, sys
 figures = {}
 for line in open(sys.argv[1]):
     p = line.split()
     if len(p) == 3 and p[0] == "sample":
         figures.setdefault(p[1], []).append(float(p[2]))
-n, iters = sys.argv[2:4]
+n, iters, pin = sys.argv[2:5]
 names = {
     "pp": "ib_write_lat -> ib_write_lat",
     "rp": "rdmadiag --compat perftest -> ib_write_lat",
@@ -89,7 +96,9 @@ names = {
     "rr": "rdmadiag -> rdmadiag",
 }
 print(f"\n{n} alternating rounds of {iters} WRITEs of 2 B on rxe0 (TCG: compare ratios, not times);")
-print("the client's median half round trip in us; rdmadiag with RDMADIAG_CLOCK=tsc, -I 0, --timing perftest\n")
+print("the client's median half round trip in us; rdmadiag with RDMADIAG_CLOCK=tsc, -I 0, --timing perftest")
+print("placement, every pairing alike: " + ("the scheduler's (BENCH_PIN=none)\n" if pin == "none" else
+      "servers on vCPU {}, clients on vCPU {} (taskset; BENCH_PIN)\n".format(*pin.split())))
 print(f"{'pairing (client -> server)':<44}{'min':>9}{'median':>9}{'max':>9}{'vs pp':>8}")
 if "pp" not in figures:
     sys.exit("no ib_write_lat -> ib_write_lat figures")
