@@ -53,6 +53,9 @@ pub struct Stamp(u64);
 pub struct Clock {
     source: ClockSource,
     ns_per_tick: f64,
+    /// `ns_per_tick` in 32.32 fixed point: turning a sample's ticks into nanoseconds is one
+    /// integer multiply (the float round trip cost some 25 instructions a sample).
+    ns_per_tick_fixed: u64,
     origin: Instant,
 }
 
@@ -71,6 +74,7 @@ impl Clock {
                 Some((source, ns_per_tick)) => Clock {
                     source,
                     ns_per_tick,
+                    ns_per_tick_fixed: fixed(ns_per_tick),
                     origin: Instant::now(),
                 },
                 None => Clock::monotonic(),
@@ -83,6 +87,7 @@ impl Clock {
         Clock {
             source: ClockSource::Monotonic,
             ns_per_tick: 1.0,
+            ns_per_tick_fixed: fixed(1.0),
             origin: Instant::now(),
         }
     }
@@ -123,7 +128,8 @@ impl Clock {
     /// The nanoseconds `ticks` of this clock take (a multiply: the samples' path).
     #[inline]
     pub fn nanos_of(&self, ticks: u64) -> u64 {
-        (ticks as f64 * self.ns_per_tick) as u64
+        let ns = (u128::from(ticks) * u128::from(self.ns_per_tick_fixed)) >> 32;
+        u64::try_from(ns).unwrap_or(u64::MAX)
     }
 
     /// The reading `d` after `s`. (Through `as_secs_f64`: a 128-bit nanosecond count turned
@@ -132,6 +138,11 @@ impl Clock {
     pub fn after(&self, s: Stamp, d: Duration) -> Stamp {
         Stamp(s.0.saturating_add((d.as_secs_f64() * 1e9 / self.ns_per_tick) as u64))
     }
+}
+
+/// `ns_per_tick` in 32.32 fixed point (a counter slower than 2^-32 GHz cannot occur).
+fn fixed(ns_per_tick: f64) -> u64 {
+    (ns_per_tick * 4_294_967_296.0).round() as u64
 }
 
 /// A spinning wait's bound: `expired()` is called on every empty spin and reads the clock only
@@ -302,6 +313,28 @@ mod counter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Ticks become nanoseconds through the fixed-point rate as through the float one (to a
+    /// nanosecond in a second of a 3.2 GHz counter, exactly on the monotonic clock), and an
+    /// impossible count saturates instead of wrapping.
+    #[test]
+    fn ticks_become_nanoseconds_in_fixed_point() {
+        let at = |ns_per_tick: f64| Clock {
+            source: ClockSource::TscForced,
+            ns_per_tick,
+            ns_per_tick_fixed: fixed(ns_per_tick),
+            origin: Instant::now(),
+        };
+        let tsc = at(1.0 / 3.2);
+        assert!(tsc.nanos_of(3_200_000_000).abs_diff(1_000_000_000) <= 1);
+        assert_eq!(tsc.nanos_of(32_000), 10_000);
+        let odd = at(1.0 / 2.994_123);
+        let float = (2_994_123_000.0 * odd.ns_per_tick) as u64;
+        assert!(odd.nanos_of(2_994_123_000).abs_diff(float) <= 1);
+        let mono = Clock::monotonic();
+        assert_eq!(mono.nanos_of(123_456_789), 123_456_789);
+        assert_eq!(at(4.0).nanos_of(u64::MAX), u64::MAX);
+    }
 
     /// Whatever the source, a measured sleep reads as that sleep (within scheduling noise).
     #[test]

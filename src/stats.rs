@@ -9,7 +9,9 @@ use std::time::Duration;
 pub struct LatencyRecorder {
     hist: Histogram<u64>,
     sum_ns: u128,
-    sum_sq_ns: f64,
+    /// Integer, as `sum_ns`: a square of a u64 is one multiply into a u128, where a float sum
+    /// took two conversions a sample (no overflow: 2^64 samples of an hour each fit).
+    sum_sq_ns: u128,
 }
 
 impl Default for LatencyRecorder {
@@ -24,7 +26,7 @@ impl LatencyRecorder {
             hist: Histogram::new_with_bounds(1, 3_600_000_000_000, 3)
                 .expect("valid histogram bounds"),
             sum_ns: 0,
-            sum_sq_ns: 0.0,
+            sum_sq_ns: 0,
         }
     }
 
@@ -39,7 +41,9 @@ impl LatencyRecorder {
         let ns = ns.max(1);
         self.hist.saturating_record(ns);
         self.sum_ns += ns as u128;
-        self.sum_sq_ns += (ns as f64) * (ns as f64);
+        self.sum_sq_ns = self
+            .sum_sq_ns
+            .saturating_add(u128::from(ns) * u128::from(ns));
     }
 
     pub fn count(&self) -> u64 {
@@ -51,7 +55,7 @@ impl LatencyRecorder {
         // Same bounds on both sides: adding cannot fail.
         let _ = self.hist.add(&other.hist);
         self.sum_ns += other.sum_ns;
-        self.sum_sq_ns += other.sum_sq_ns;
+        self.sum_sq_ns = self.sum_sq_ns.saturating_add(other.sum_sq_ns);
     }
 
     /// Summarise; `scale` divides every sample (2.0 reports half round trips).
@@ -62,7 +66,7 @@ impl LatencyRecorder {
             return LatencyStats::default();
         }
         let mean = self.sum_ns as f64 / n as f64;
-        let var = (self.sum_sq_ns / n as f64 - mean * mean).max(0.0);
+        let var = (self.sum_sq_ns as f64 / n as f64 - mean * mean).max(0.0);
         let q = |p: f64| us(self.hist.value_at_quantile(p) as f64);
         LatencyStats {
             samples: n,
