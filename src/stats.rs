@@ -9,8 +9,9 @@ use std::time::Duration;
 pub struct LatencyRecorder {
     hist: Histogram<u64>,
     sum_ns: u128,
-    /// Integer, as `sum_ns`: a square of a u64 is one multiply into a u128, where a float sum
-    /// took two conversions a sample (no overflow: 2^64 samples of an hour each fit).
+    /// Integer, as `sum_ns`: a square of a u64 is one multiply into a u128 (it cannot overflow
+    /// one), where a float sum took two conversions a sample. The sum saturates, some 10^13
+    /// samples of an hour each past any real run.
     sum_sq_ns: u128,
 }
 
