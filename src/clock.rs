@@ -71,12 +71,7 @@ impl Clock {
                 _ => counter::calibrate(),
             };
             match counter {
-                Some((source, ns_per_tick)) => Clock {
-                    source,
-                    ns_per_tick,
-                    ns_per_tick_fixed: fixed(ns_per_tick),
-                    origin: Instant::now(),
-                },
+                Some((source, ns_per_tick)) => Clock::at_rate(source, ns_per_tick),
                 None => Clock::monotonic(),
             }
         })
@@ -84,10 +79,16 @@ impl Clock {
 
     /// A clock on CLOCK_MONOTONIC (std's `Instant`).
     pub fn monotonic() -> Clock {
+        Clock::at_rate(ClockSource::Monotonic, 1.0)
+    }
+
+    /// A clock of `source` ticking every `ns_per_tick` nanoseconds, its fixed-point rate
+    /// derived here once.
+    fn at_rate(source: ClockSource, ns_per_tick: f64) -> Clock {
         Clock {
-            source: ClockSource::Monotonic,
-            ns_per_tick: 1.0,
-            ns_per_tick_fixed: fixed(1.0),
+            source,
+            ns_per_tick,
+            ns_per_tick_fixed: fixed(ns_per_tick),
             origin: Instant::now(),
         }
     }
@@ -115,7 +116,7 @@ impl Clock {
     /// The time from `a` to `b` (zero if `b` is not later).
     #[inline]
     pub fn between(&self, a: Stamp, b: Stamp) -> Duration {
-        Duration::from_nanos((b.0.saturating_sub(a.0) as f64 * self.ns_per_tick) as u64)
+        Duration::from_nanos(self.nanos_of(self.ticks(a, b)))
     }
 
     /// Ticks from `a` to `b` (zero if `b` is not later): a sample kept raw, converted later
@@ -320,12 +321,7 @@ mod tests {
     /// impossible count saturates instead of wrapping.
     #[test]
     fn ticks_become_nanoseconds_in_fixed_point() {
-        let at = |ns_per_tick: f64| Clock {
-            source: ClockSource::TscForced,
-            ns_per_tick,
-            ns_per_tick_fixed: fixed(ns_per_tick),
-            origin: Instant::now(),
-        };
+        let at = |ns_per_tick: f64| Clock::at_rate(ClockSource::TscForced, ns_per_tick);
         let tsc = at(1.0 / 3.2);
         assert!(tsc.nanos_of(3_200_000_000).abs_diff(1_000_000_000) <= 1);
         assert_eq!(tsc.nanos_of(32_000), 10_000);
