@@ -24,8 +24,8 @@ set -euo pipefail
 # shellcheck source=scripts/lib/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib/common.sh"
 
-n=${BENCH_N:-8} iters=${BENCH_ITERS:-1000} pin=${BENCH_PIN:-0 1}
-[[ $pin == none || $pin =~ ^[0-9]+\ [0-9]+$ ]] || die "BENCH_PIN is \"SERVER_CPU CLIENT_CPU\" or none, not '$pin'"
+n=${BENCH_N:-8} iters=${BENCH_ITERS:-1000}
+bench_pin
 for v in "$n" "$iters"; do
     [[ $v =~ ^[1-9][0-9]*$ ]] || die "BENCH_N and BENCH_ITERS must be positive whole numbers"
 done

@@ -39,8 +39,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib/common.sh"
 n=${BENCH_N:-10} bw_iters=${BENCH_BW_ITERS:-500} lat_iters=${BENCH_LAT_ITERS:-1000}
 rate_iters=${BENCH_RATE_ITERS:-10000} tables=${BENCH_TABLES:-matched defaults}
 all_rows="bw_write bw_send bw_read lat_write lat_send lat_read rate_write rate_fadd rate_cswap lat_fadd lat_cswap"
-rows=${BENCH_ROWS:-$all_rows} pin=${BENCH_PIN:-0 1}
-[[ $pin == none || $pin =~ ^[0-9]+\ [0-9]+$ ]] || die "BENCH_PIN is \"SERVER_CPU CLIENT_CPU\" or none, not '$pin'"
+rows=${BENCH_ROWS:-$all_rows}
+bench_pin
 for r in $rows; do
     [[ " $all_rows " == *" $r "* ]] || die "BENCH_ROWS lists rows of: $all_rows (not '$r')"
 done

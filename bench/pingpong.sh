@@ -26,8 +26,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib/common.sh"
 
 n=${BENCH_N:-10} iters=${BENCH_ITERS:-1000} size=${BENCH_SIZE:-4096} clock=${BENCH_CLOCK:-tsc}
-pin=${BENCH_PIN:-0 1}
-[[ $pin == none || $pin =~ ^[0-9]+\ [0-9]+$ ]] || die "BENCH_PIN is \"SERVER_CPU CLIENT_CPU\" or none, not '$pin'"
+bench_pin
 [[ $clock == tsc || $clock == monotonic || $clock == default ]] ||
     die "BENCH_CLOCK is tsc (the default), monotonic or default"
 [[ $clock == default ]] && clock=

@@ -46,6 +46,14 @@ use_cargo() {
         die "no Rust toolchain: cargo is not on PATH nor in $(cargo_bin_dirs | paste -sd' ') (install one with rustup)"
 }
 
+# bench_pin: BENCH_PIN as the latency benches take it, checked, into $pin: "SERVER_CPU CLIENT_CPU"
+# (default "0 1": every server on vCPU 0, every client on vCPU 1, each tool alike) or "none".
+bench_pin() {
+    pin=${BENCH_PIN:-0 1}
+    [[ $pin == none || $pin =~ ^[0-9]+\ [0-9]+$ ]] ||
+        die "BENCH_PIN is \"SERVER_CPU CLIENT_CPU\" or none, not '$pin'"
+}
+
 # bench_prepare: what every bench/ script does before its lab run: set up (scripts/setup), build
 # the release binary, and make a work directory that is removed on exit. Sets $bin and $work.
 bench_prepare() {
