@@ -108,6 +108,32 @@ struct Writes<'a> {
     sent: u64,
     acked: u64,
     signal_every: u64,
+    signals: Countdown,
+}
+
+/// True on every `every`-th call (the calls so far a multiple of `every`): a countdown, not a
+/// division by a runtime divisor on the path of every write.
+#[derive(Debug, Clone, Copy)]
+struct Countdown {
+    every: u64,
+    left: u64,
+}
+
+impl Countdown {
+    fn new(every: u64) -> Self {
+        let every = every.max(1);
+        Countdown { every, left: every }
+    }
+
+    #[inline]
+    fn tick(&mut self) -> bool {
+        self.left -= 1;
+        if self.left == 0 {
+            self.left = self.every;
+            return true;
+        }
+        false
+    }
 }
 
 /// Writes allowed in flight (the send queue holds 64).
@@ -120,6 +146,7 @@ impl<'a> Writes<'a> {
             sent: 0,
             acked: 0,
             signal_every: signal_every.max(1),
+            signals: Countdown::new(signal_every),
         })
     }
 
@@ -160,7 +187,8 @@ impl<'a> Writes<'a> {
 
     #[inline]
     fn post(&mut self, tq: &TestQp, last: bool) -> Result<()> {
-        let signaled = last || (self.sent + 1).is_multiple_of(self.signal_every);
+        // Every `signal_every`-th write and the last.
+        let signaled = self.signals.tick() || last;
         self.list.mark(0, self.sent, signaled);
         tq.qp.post_send_list(&mut self.list, 1)?;
         self.sent += 1;
@@ -477,6 +505,18 @@ mod tests {
             marks.windows(2).all(|w| w[0] != w[1]),
             "each iteration differs"
         );
+    }
+
+    /// The countdown signals exactly the writes the modulo did: the n-th (1-based) when n is
+    /// a multiple of the period, for periods 1, 2, 3, 7 and 48 (0 counts as 1).
+    #[test]
+    fn the_signal_countdown_picks_every_nth_write() {
+        for every in [0u64, 1, 2, 3, 7, 48] {
+            let mut c = Countdown::new(every);
+            let picked: Vec<u64> = (1..=200).filter(|_| c.tick()).collect();
+            let want: Vec<u64> = (1..=200).filter(|n| n % every.max(1) == 0).collect();
+            assert_eq!(picked, want, "every {every}");
+        }
     }
 
     /// Both sides of rdmadiag's wire put the landing zone on its own page when both advertise
