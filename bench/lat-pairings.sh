@@ -98,7 +98,7 @@ names = {
 print(f"\n{n} alternating rounds of {iters} WRITEs of 2 B on rxe0 (TCG: compare ratios, not times);")
 print("the client's median half round trip in us; rdmadiag with RDMADIAG_CLOCK=tsc, -I 0, --timing perftest")
 print("placement, every pairing alike: " + ("the scheduler's (BENCH_PIN=none)\n" if pin == "none" else
-      "servers on vCPU {}, clients on vCPU {} (taskset; BENCH_PIN)\n".format(*pin.split())))
+      "servers on vCPU {}, clients on vCPU {} (taskset), vCPU n's thread on host core n (BENCH_PIN)\n".format(*pin.split())))
 print(f"{'pairing (client -> server)':<44}{'min':>9}{'median':>9}{'max':>9}{'vs pp':>8}")
 if "pp" not in figures:
     sys.exit("no ib_write_lat -> ib_write_lat figures")

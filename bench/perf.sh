@@ -207,7 +207,7 @@ titles = {
 print(f"\n{n} alternating rounds on rxe0 (TCG: compare ratios, not figures); "
       f"bw {bw_iters} x 64 KiB, lat {lat_iters} x 2 B, msg rate {rate_iters} x 64 B")
 print("placement, both tools alike: " + ("the scheduler's (BENCH_PIN=none)" if pin == "none" else
-      "servers on vCPU {}, clients on vCPU {} (taskset; BENCH_PIN)".format(*pin.split())))
+      "servers on vCPU {}, clients on vCPU {} (taskset), vCPU n's thread on host core n (BENCH_PIN)".format(*pin.split())))
 for table in ("matched", "defaults"):
     if not any(k[0] == table for k in samples):
         continue

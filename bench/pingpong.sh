@@ -98,7 +98,7 @@ print(f"    rdmadiag's sample clock: RDMADIAG_CLOCK={clock or '(unset: its own c
       "the time only at the start and the end)")
 print(f"    client: ibv_rc_pingpong -g 1 -s {size} -n {iters} 10.77.0.1    rdmadiag pingpong 10.77.0.1 -s {size} -n {iters}")
 print("    placement, every tool alike: " + ("the scheduler's (BENCH_PIN=none)" if pin == "none" else
-      "servers on vCPU {}, clients on vCPU {} (taskset; BENCH_PIN)".format(*pin.split())))
+      "servers on vCPU {}, clients on vCPU {} (taskset), vCPU n's thread on host core n (BENCH_PIN)".format(*pin.split())))
 print("(b) defaults against defaults: the same runs. Both tools' defaults are these settings (ibv_rc_pingpong")
 print("    needs -g 1 on RoCE to run at all; rdmadiag picks that GID itself), so one table serves both.\n")
 print("usec/iter over the rounds (each round's figure is itself a mean over its round trips):")

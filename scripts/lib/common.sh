@@ -47,11 +47,15 @@ use_cargo() {
 }
 
 # bench_pin: BENCH_PIN as the latency benches take it, checked, into $pin: "SERVER_CPU CLIENT_CPU"
-# (default "0 1": every server on vCPU 0, every client on vCPU 1, each tool alike) or "none".
+# (default "0 1": every server on vCPU 0, every client on vCPU 1, each tool alike, and each vCPU's
+# thread on its own core of this machine: RDMADIAG_LAB_PIN_VCPUS) or "none" (both schedulers').
 bench_pin() {
     pin=${BENCH_PIN:-0 1}
     [[ $pin == none || $pin =~ ^[0-9]+\ [0-9]+$ ]] ||
         die "BENCH_PIN is \"SERVER_CPU CLIENT_CPU\" or none, not '$pin'"
+    if [[ $pin != none ]]; then
+        export RDMADIAG_LAB_PIN_VCPUS=1
+    fi
 }
 
 # bench_prepare: what every bench/ script does before its lab run: set up (scripts/setup), build
