@@ -519,7 +519,11 @@ fn lat_client_and_server_every_op() {
 
 /// A one-sided round longer than the server's patience: while only the client works (READ: the
 /// server waits for the round's end on its control channel), the client's heartbeat keeps the
-/// server's channel alive, and the round ends well.
+/// server's channel alive, and the round ends well. The round (5 s) outlasts both the server's
+/// timeout (1 s) and the silence it allows a beating client (three of its slowest beats, 3 s):
+/// without the heartbeat the server gives up. The client's beats come every second (its own
+/// timeout's quarter, at most 1 s), as often as the server's timeout: they must not need to
+/// be on time.
 #[test]
 #[ignore = "lab: needs rxe0; run by scripts/test inside the Soft-RoCE lab"]
 fn a_one_sided_round_outlasts_the_servers_timeout() {
@@ -540,12 +544,12 @@ fn a_one_sided_round_outlasts_the_servers_timeout() {
         &[],
     );
     wait_listening(port, LIMIT);
-    let args = ["lat", HOST, "-p", &p, "--op", "read", "-D", "3s", "--json"];
-    let client = wait_limit(spawn_rdmadiag_env(&args, &[]), LIMIT, "lat --op read -D 3s");
+    let args = ["lat", HOST, "-p", &p, "--op", "read", "-D", "5s", "--json"];
+    let client = wait_limit(spawn_rdmadiag_env(&args, &[]), LIMIT, "lat --op read -D 5s");
     let server = wait_limit(server, LIMIT, "lat server with --timeout 1s");
     let v = json_of(
         &client,
-        "lat --op read -D 3s against a server with --timeout 1s",
+        "lat --op read -D 5s against a server with --timeout 1s",
     );
     check_lat(&v, "read", &[2], None);
     check_server(&server);

@@ -10,6 +10,7 @@ use crate::connect::control::{
 };
 use crate::connect::endpoint::Endpoint;
 use crate::connect::establish::{self, Connected};
+use crate::connect::heartbeat;
 use crate::exit::DataMismatch;
 use crate::perf::{Progress, Side, verify};
 use crate::session::phase::{self, QP_SETUP, RESULT_EXCHANGE, TRANSFER};
@@ -86,7 +87,13 @@ pub fn serve(
                     Err(e) => return Err(ch.fail(e)),
                 };
                 phase::enter(RESULT_EXCHANGE, None);
-                match ch.recv_patient("the client's round result")? {
+                // The client beats while it works on (a one-sided round): allow it three of
+                // its slowest beats of silence even when this side's timeout is shorter.
+                let own = ch.timeout();
+                ch.set_timeout(heartbeat::patience(own));
+                let done = ch.recv_patient("the client's round result");
+                ch.set_timeout(own);
+                match done? {
                     Message::RoundDone { .. } => {}
                     _ => bail!("{peer} ended the round with an unexpected message"),
                 }
