@@ -3,7 +3,7 @@
 use crate::clock::{Clock, Deadline, Stamp};
 use crate::connect::control::QpType;
 use crate::connect::test_qp::{GRH_BYTES, TestQp};
-use crate::perf::{Progress, Side};
+use crate::perf::{Countdown, Progress, Side};
 use crate::stats::{LatencyRecorder, Samples};
 use crate::verbs::{CompletionQueue, Reaped, RecvRequest, SendList, SendOp, SendRequest, UdDest};
 use anyhow::{Result, bail};
@@ -198,16 +198,18 @@ fn reply_list<'a>(tq: &'a TestQp, p: &PingpongParams, remote: (u32, u32)) -> Res
     })?)
 }
 
-/// Post send number `seq`; `last` is the final one (signaled; marked when `mark`).
+/// Post send number `seq`, signalled when `signals` says (every `signal_every`-th) or `last`,
+/// the final one (marked when `mark`).
+#[inline(always)]
 fn send_reply(
     tq: &TestQp,
     list: &mut SendList<'_>,
-    p: &PingpongParams,
+    signals: &mut Countdown,
     seq: u64,
     last: bool,
     mark: bool,
 ) -> Result<()> {
-    let signaled = last || (seq + 1).is_multiple_of(p.signal_every.max(1));
+    let signaled = signals.tick() || last;
     list.mark(0, SEND_BIT | seq, signaled);
     if last && mark {
         list.set_send_imm(0, Some(LAST_IMM));
@@ -231,6 +233,7 @@ pub fn run(
 ) -> Result<PingpongOutcome> {
     let mut poller = Poller::new(&tq.cq, p.events);
     let mut sends = reply_list(tq, p, remote)?;
+    let mut signals = Countdown::new(p.signal_every);
     let mut recv = RecvRequest::new(&tq.mr, slot(tq, p))?;
     let mut latency = Samples::new(Clock::get(), p.duration.is_none().then_some(p.iterations));
     // Sends posted, and sends known complete (through the signaled ones).
@@ -272,7 +275,7 @@ pub fn run(
             if sent - acked >= SEND_WINDOW {
                 bail!("the send queue to {} stopped draining", p.peer);
             }
-            send_reply(tq, &mut sends, p, sent, last, p.mark_last)?;
+            send_reply(tq, &mut sends, &mut signals, sent, last, p.mark_last)?;
             sent += 1;
         }
         // Wait for the peer's message (and reap our sends on the way). Strict: on the initiator
@@ -318,7 +321,7 @@ pub fn run(
                 if sent - acked >= SEND_WINDOW {
                     bail!("the send queue to {} stopped draining", p.peer);
                 }
-                send_reply(tq, &mut sends, p, sent, last, false)?;
+                send_reply(tq, &mut sends, &mut signals, sent, last, false)?;
                 sent += 1;
                 // Strict: wait for the reply's own completion (keeping a message that beats it).
                 while strict && acked < sent {

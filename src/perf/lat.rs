@@ -3,7 +3,7 @@
 //! reads and waits for the completion; atomics as READ, each returned value checked
 //! (crate::perf::atomic). SEND latency is the ping-pong engine (crate::pingpong).
 
-use super::{Op, Side, atomic};
+use super::{Countdown, Op, Side, atomic};
 use crate::clock::{Clock, Deadline, Stamp};
 use crate::connect::endpoint::RemoteMemory;
 use crate::connect::test_qp::TestQp;
@@ -111,31 +111,6 @@ struct Writes<'a> {
     signals: Countdown,
 }
 
-/// True on every `every`-th call (the calls so far a multiple of `every`): a countdown, not a
-/// division by a runtime divisor on the path of every write.
-#[derive(Debug, Clone, Copy)]
-struct Countdown {
-    every: u64,
-    left: u64,
-}
-
-impl Countdown {
-    fn new(every: u64) -> Self {
-        let every = every.max(1);
-        Countdown { every, left: every }
-    }
-
-    #[inline]
-    fn tick(&mut self) -> bool {
-        self.left -= 1;
-        if self.left == 0 {
-            self.left = self.every;
-            return true;
-        }
-        false
-    }
-}
-
 /// Writes allowed in flight (the send queue holds 64).
 const WRITE_WINDOW: u64 = 48;
 
@@ -151,7 +126,7 @@ impl<'a> Writes<'a> {
     }
 
     /// Reap at most one completion (one is all a strict run ever has in flight).
-    #[inline]
+    #[inline(always)]
     fn reap(&mut self, tq: &TestQp, peer: &str) -> Result<()> {
         let Some(c) = tq.cq.poll_one()? else {
             return Ok(());
@@ -164,28 +139,73 @@ impl<'a> Writes<'a> {
     }
 
     /// Reap until fewer than `window` writes are in flight (1: all of them done). The deadline
-    /// is set up only when the first poll leaves the window full.
-    #[inline]
+    /// reads the clock only once the wait has lasted (crate::clock::Deadline).
+    #[inline(always)]
     fn wait_room(&mut self, tq: &TestQp, p: &LatParams, window: u64) -> Result<()> {
-        let mut deadline: Option<Deadline> = None;
-        while self.sent - self.acked >= window {
-            self.reap(tq, &p.peer)?;
-            if self.sent - self.acked >= window
-                && deadline
-                    .get_or_insert_with(|| Deadline::new(p.timeout))
-                    .expired()
-            {
-                bail!(
-                    "our RDMA WRITE to {} did not complete within {}",
-                    p.peer,
-                    humantime::format_duration(p.timeout)
-                );
+        if self.sent - self.acked < window {
+            return Ok(());
+        }
+        let mut deadline = Deadline::new(p.timeout);
+        loop {
+            match tq.cq.poll_one()? {
+                Some(c) => {
+                    if !c.status.is_success() {
+                        return Err(failed_write(&p.peer, c));
+                    }
+                    self.acked = self.acked.max(c.wr_id + 1);
+                    if self.sent - self.acked < window {
+                        return Ok(());
+                    }
+                }
+                None => {
+                    if deadline.expired() {
+                        return Err(write_timed_out(p));
+                    }
+                }
             }
         }
-        Ok(())
     }
 
-    #[inline]
+    /// Wait until byte `landing` of our buffer is `want` (or `or`): the peer's WRITE of
+    /// iteration `i` (0-based) has landed; reap our writes meanwhile. Plain bytes, not a
+    /// predicate: nothing called through a pointer in the spin.
+    #[inline(always)]
+    fn wait_landing(
+        &mut self,
+        tq: &TestQp,
+        (landing, want, or): (usize, u8, Option<u8>),
+        i: u64,
+        p: &LatParams,
+        stop: &AtomicBool,
+    ) -> Result<u8> {
+        // The clock is read only once the wait has lasted: not at all on the fast path.
+        let mut deadline = Deadline::new(p.timeout);
+        let mut spins = 0u32;
+        loop {
+            let seen = tq.mr.read_volatile(landing).unwrap_or(0);
+            if seen == want || Some(seen) == or {
+                return Ok(seen);
+            }
+            // A byte read costs next to nothing: reap, look at the stop flag and count one
+            // deadline spin only every 256.
+            spins = spins.wrapping_add(1);
+            if spins.is_multiple_of(256) {
+                // Only unsignaled runs have writes in flight here (a strict one waited for
+                // its write's completion before this wait): no empty poll otherwise.
+                if self.sent > self.acked {
+                    self.reap(tq, &p.peer)?;
+                }
+                if deadline.expired() {
+                    return Err(landing_timed_out(p, i, seen));
+                }
+                if stop.load(Ordering::Relaxed) {
+                    return Err(crate::exit::Interrupted.into());
+                }
+            }
+        }
+    }
+
+    #[inline(always)]
     fn post(&mut self, tq: &TestQp, last: bool) -> Result<()> {
         // Every `signal_every`-th write and the last.
         let signaled = self.signals.tick() || last;
@@ -194,6 +214,30 @@ impl<'a> Writes<'a> {
         self.sent += 1;
         Ok(())
     }
+}
+
+/// Our WRITE's completion did not come in time.
+#[cold]
+#[inline(never)]
+fn write_timed_out(p: &LatParams) -> anyhow::Error {
+    anyhow!(
+        "our RDMA WRITE to {} did not complete within {}",
+        p.peer,
+        humantime::format_duration(p.timeout)
+    )
+}
+
+/// The peer's WRITE of iteration `i` (0-based) did not land in time; `seen` is the byte there.
+#[cold]
+#[inline(never)]
+fn landing_timed_out(p: &LatParams, i: u64, seen: u8) -> anyhow::Error {
+    anyhow!(
+        "timed out after {} waiting for the peer's RDMA WRITE of iteration {} from {} (is the \
+         peer still running? the landing zone's last byte holds {seen})",
+        humantime::format_duration(p.timeout),
+        i + 1,
+        p.peer
+    )
 }
 
 /// A failed WRITE's completion as an error (out of line: the loop only tests the status).
@@ -260,46 +304,6 @@ pub fn run_write(
     let mut t = clock.now();
     let run_until = p.duration.map(|d| clock.after(t, d));
     let mut i = 0u64;
-    // Wait until the landing zone's last byte is `want` (or `or`); reap our writes meanwhile.
-    // Plain bytes, not a predicate: nothing called through a pointer in the spin.
-    let wait_for = |tq: &TestQp, (want, or): (u8, Option<u8>), writes: &mut Writes, i: u64| {
-        // The clock is read only once the wait has lasted: not at all on the fast path, where
-        // not even the deadline is set up.
-        let mut deadline: Option<Deadline> = None;
-        let mut spins = 0u32;
-        loop {
-            let seen = tq.mr.read_volatile(landing).unwrap_or(0);
-            if seen == want || Some(seen) == or {
-                return Ok(seen);
-            }
-            // A byte read costs next to nothing: reap, look at the stop flag and count one
-            // deadline spin only every 256.
-            spins = spins.wrapping_add(1);
-            if spins.is_multiple_of(256) {
-                // Only unsignaled runs have writes in flight here (a strict one waited for
-                // its write's completion before this wait): no empty poll otherwise.
-                if writes.sent > writes.acked {
-                    writes.reap(tq, &p.peer)?;
-                }
-                if deadline
-                    .get_or_insert_with(|| Deadline::new(p.timeout))
-                    .expired()
-                {
-                    bail!(
-                        "timed out after {} waiting for the peer's RDMA WRITE of iteration {} \
-                         from {} (is the peer still running? the landing zone's last byte \
-                         holds {seen})",
-                        humantime::format_duration(p.timeout),
-                        i + 1,
-                        p.peer
-                    );
-                }
-                if stop.load(Ordering::Relaxed) {
-                    return Err(crate::exit::Interrupted.into());
-                }
-            }
-        }
-    };
     loop {
         let last = i + 1 >= total || run_until.is_some_and(|u| t >= u);
         let v = match stop_mark {
@@ -310,7 +314,7 @@ pub fn run_write(
             // The responder learns "last" from the mark itself (or, against perftest, from the
             // count both sides share), and echoes it.
             let want = mark(i);
-            let seen = wait_for(tq, (want, stop_mark), &mut writes, i)?;
+            let seen = writes.wait_landing(tq, (landing, want, stop_mark), i, p, stop)?;
             writes.wait_room(tq, p, WRITE_WINDOW)?;
             tq.mr.write_volatile(size - 1, seen);
             let stopped = Some(seen) == stop_mark;
@@ -337,7 +341,7 @@ pub fn run_write(
         if strict {
             writes.wait_room(tq, p, 1)?;
         }
-        wait_for(tq, (v, None), &mut writes, i)?;
+        writes.wait_landing(tq, (landing, v, None), i, p, stop)?;
         let end = clock.now();
         // (After the rare move of a full buffer, the next sample starts after it.)
         t = if latency.push(t, end) {
@@ -505,18 +509,6 @@ mod tests {
             marks.windows(2).all(|w| w[0] != w[1]),
             "each iteration differs"
         );
-    }
-
-    /// The countdown signals exactly the writes the modulo did: the n-th (1-based) when n is
-    /// a multiple of the period, for periods 1, 2, 3, 7 and 48 (0 counts as 1).
-    #[test]
-    fn the_signal_countdown_picks_every_nth_write() {
-        for every in [0u64, 1, 2, 3, 7, 48] {
-            let mut c = Countdown::new(every);
-            let picked: Vec<u64> = (1..=200).filter(|_| c.tick()).collect();
-            let want: Vec<u64> = (1..=200).filter(|n| n % every.max(1) == 0).collect();
-            assert_eq!(picked, want, "every {every}");
-        }
     }
 
     /// Both sides of rdmadiag's wire put the landing zone on its own page when both advertise

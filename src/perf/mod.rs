@@ -21,6 +21,31 @@ pub enum Side {
     Responder,
 }
 
+/// True on every `every`-th call (the calls so far a multiple of `every`; 0 counts as 1): which
+/// posts are signalled, by a countdown, not a division by a runtime divisor on every post.
+#[derive(Debug, Clone, Copy)]
+pub struct Countdown {
+    every: u64,
+    left: u64,
+}
+
+impl Countdown {
+    pub fn new(every: u64) -> Self {
+        let every = every.max(1);
+        Countdown { every, left: every }
+    }
+
+    #[inline]
+    pub fn tick(&mut self) -> bool {
+        self.left -= 1;
+        if self.left == 0 {
+            self.left = self.every;
+            return true;
+        }
+        false
+    }
+}
+
 /// Live counters an engine updates (relaxed stores, no locks) for a progress display.
 #[derive(Debug, Default)]
 pub struct Progress {
@@ -50,3 +75,20 @@ pub trait Observer: Sync {
 pub struct Unobserved;
 
 impl Observer for Unobserved {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The countdown signals exactly the posts the modulo did: the n-th (1-based) when n is
+    /// a multiple of the period, for periods 1, 2, 3, 7 and 48 (0 counts as 1).
+    #[test]
+    fn the_signal_countdown_picks_every_nth_post() {
+        for every in [0u64, 1, 2, 3, 7, 48] {
+            let mut c = Countdown::new(every);
+            let picked: Vec<u64> = (1..=200).filter(|_| c.tick()).collect();
+            let want: Vec<u64> = (1..=200).filter(|n| n % every.max(1) == 0).collect();
+            assert_eq!(picked, want, "every {every}");
+        }
+    }
+}

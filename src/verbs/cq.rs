@@ -295,7 +295,7 @@ impl CompletionQueue {
             return if n == 0 {
                 Ok(None)
             } else {
-                Err(VerbsError::new("ibv_poll_cq", self.ctx.name(), -n))
+                Err(self.poll_failed(n))
             };
         }
         // SAFETY: ibv_poll_cq returned 1: the entry was written.
@@ -306,6 +306,14 @@ impl CompletionQueue {
             vendor_err: wc.vendor_err,
             imm_data: imm_of(wc),
         }))
+    }
+
+    /// ibv_poll_cq's failure as an error: out of line, so the latency loops that inline
+    /// [`poll_one`](Self::poll_one) carry none of its string building.
+    #[cold]
+    #[inline(never)]
+    fn poll_failed(&self, rc: i32) -> VerbsError {
+        VerbsError::new("ibv_poll_cq", self.ctx.name(), -rc)
     }
 
     /// Busy-poll until at least one completion arrives or `deadline` passes (Ok(0) then).

@@ -372,7 +372,19 @@ impl QueuePair {
         if rc == 0 {
             return Ok(());
         }
-        VerbsError::check("ibv_post_recv", format!("QP 0x{:06x}", self.qp_num()), rc)
+        Err(self.post_failed("ibv_post_recv", rc))
+    }
+
+    /// A failed post (`rc` as the call returned it) as an error, out of line.
+    #[cold]
+    #[inline(never)]
+    fn post_failed(&self, call: &'static str, rc: i32) -> VerbsError {
+        let target = format!("QP 0x{:06x}", self.qp_num());
+        match VerbsError::check(call, target.clone(), rc) {
+            Err(e) => e,
+            // (rc is not 0 here; were it, this is still a failure to report.)
+            Ok(()) => VerbsError::new(call, target, libc::EIO),
+        }
     }
 
     fn ud_without_dest(&self) -> VerbsError {
@@ -409,11 +421,33 @@ impl QueuePair {
     }
 
     /// Post the first `n` requests of `list` as one chained `ibv_post_send` (a post list).
+    /// Inlined into the latency loops: a list chained for `n` on an RC QP goes straight to
+    /// the provider; chaining, the UD check and the error are out of line.
+    #[inline]
     pub fn post_send_list(&self, list: &mut SendList<'_>, n: usize) -> Result<(), VerbsError> {
         let n = n.min(list.len);
         if n == 0 {
             return Ok(());
         }
+        if list.chained != n || self.qp_type == QpType::Ud {
+            self.chain_list(list, n)?;
+        }
+        let mut bad: *mut ibv_send_wr = std::ptr::null_mut();
+        // SAFETY: the first `n` WRs are filled (SendList::set) and chained to SGEs in the same
+        // boxed arrays (chain_list), alive for the call; buffers and AHs are borrowed for 'a by
+        // the list.
+        let rc = unsafe { ibv_post_send(self.raw, list.wrs.as_mut_ptr(), &mut bad) };
+        if rc == 0 {
+            return Ok(());
+        }
+        Err(self.post_list_failed(n, rc))
+    }
+
+    /// Before a post of the first `n` (at least 1) requests of `list`: every UD request has
+    /// its destination, and the requests are chained to their SGEs and to each other.
+    #[cold]
+    #[inline(never)]
+    fn chain_list(&self, list: &mut SendList<'_>, n: usize) -> Result<(), VerbsError> {
         if self.qp_type == QpType::Ud && list.ud_missing[..n].iter().any(|&m| m) {
             return Err(self.ud_without_dest());
         }
@@ -430,18 +464,16 @@ impl QueuePair {
             }
             list.chained = n;
         }
-        let mut bad: *mut ibv_send_wr = std::ptr::null_mut();
-        // SAFETY: the first `n` WRs are filled (SendList::set) and chained to SGEs in the same
-        // boxed arrays, alive for the call; buffers and AHs are borrowed for 'a by the list.
-        let rc = unsafe { ibv_post_send(self.raw, list.wrs.as_mut_ptr(), &mut bad) };
-        if rc == 0 {
-            return Ok(());
-        }
-        VerbsError::check(
-            "ibv_post_send",
-            format!("QP 0x{:06x} ({n} work requests)", self.qp_num()),
-            rc,
-        )
+        Ok(())
+    }
+
+    /// A failed post of `n` requests (`rc` as ibv_post_send returned it) as an error.
+    #[cold]
+    #[inline(never)]
+    fn post_list_failed(&self, n: usize, rc: i32) -> VerbsError {
+        let mut e = self.post_failed("ibv_post_send", rc);
+        e.target = format!("{} ({n} work requests)", e.target);
+        e
     }
 }
 
