@@ -107,7 +107,6 @@ struct Writes<'a> {
     list: SendList<'a>,
     sent: u64,
     acked: u64,
-    signal_every: u64,
     signals: Countdown,
 }
 
@@ -120,7 +119,6 @@ impl<'a> Writes<'a> {
             list: SendList::single(req)?,
             sent: 0,
             acked: 0,
-            signal_every: signal_every.max(1),
             signals: Countdown::new(signal_every),
         })
     }
@@ -297,7 +295,7 @@ pub fn run_write(
         p.signal_every,
     )?;
     // perftest's way: our write's completion is part of every sample (and every reply).
-    let strict = writes.signal_every == 1;
+    let strict = p.signal_every <= 1;
     let start = Instant::now();
     // One clock read per sample, as perftest's: the initiator's sample runs from its previous
     // round trip's end (the moment this write is posted, give or take the loop) to this one's.

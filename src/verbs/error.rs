@@ -34,16 +34,18 @@ impl VerbsError {
     pub fn check(call: &'static str, target: impl Into<String>, rc: i32) -> Result<(), Self> {
         match rc {
             0 => Ok(()),
-            rc if rc > 0 => Err(Self::new(call, target, rc)),
-            rc => {
-                let errno = io::Error::last_os_error().raw_os_error().unwrap_or(-rc);
-                Err(Self::new(
-                    call,
-                    target,
-                    if errno == 0 { -rc } else { errno },
-                ))
-            }
+            rc => Err(Self::from_rc(call, target, rc)),
         }
+    }
+
+    /// The error a failed call's non-zero return code `rc` stands for ([`check`](Self::check)'s
+    /// convention: a positive value is the errno, a negative one says "look at errno").
+    pub fn from_rc(call: &'static str, target: impl Into<String>, rc: i32) -> Self {
+        if rc > 0 {
+            return Self::new(call, target, rc);
+        }
+        let errno = io::Error::last_os_error().raw_os_error().unwrap_or(-rc);
+        Self::new(call, target, if errno == 0 { -rc } else { errno })
     }
 
     /// The errno's symbolic name and text, e.g. `ENOSYS: Function not implemented`.

@@ -379,12 +379,7 @@ impl QueuePair {
     #[cold]
     #[inline(never)]
     fn post_failed(&self, call: &'static str, rc: i32) -> VerbsError {
-        let target = format!("QP 0x{:06x}", self.qp_num());
-        match VerbsError::check(call, target.clone(), rc) {
-            Err(e) => e,
-            // (rc is not 0 here; were it, this is still a failure to report.)
-            Ok(()) => VerbsError::new(call, target, libc::EIO),
-        }
+        VerbsError::from_rc(call, format!("QP 0x{:06x}", self.qp_num()), rc)
     }
 
     fn ud_without_dest(&self) -> VerbsError {
@@ -471,9 +466,8 @@ impl QueuePair {
     #[cold]
     #[inline(never)]
     fn post_list_failed(&self, n: usize, rc: i32) -> VerbsError {
-        let mut e = self.post_failed("ibv_post_send", rc);
-        e.target = format!("{} ({n} work requests)", e.target);
-        e
+        let target = format!("QP 0x{:06x} ({n} work requests)", self.qp_num());
+        VerbsError::from_rc("ibv_post_send", target, rc)
     }
 }
 
