@@ -10,7 +10,6 @@ use crate::connect::control::{
 };
 use crate::connect::endpoint::Endpoint;
 use crate::connect::establish::{self, Connected};
-use crate::connect::heartbeat;
 use crate::exit::DataMismatch;
 use crate::perf::{Progress, Side, verify};
 use crate::session::phase::{self, QP_SETUP, RESULT_EXCHANGE, TRANSFER};
@@ -87,13 +86,8 @@ pub fn serve(
                     Err(e) => return Err(ch.fail(e)),
                 };
                 phase::enter(RESULT_EXCHANGE, None);
-                // The client beats while it works on (a one-sided round): allow it three of
-                // its slowest beats of silence even when this side's timeout is shorter.
-                let own = ch.timeout();
-                ch.set_timeout(heartbeat::patience(own));
-                let done = ch.recv_patient("the client's round result");
-                ch.set_timeout(own);
-                match done? {
+                // The client beats while it works on (a one-sided round).
+                match ch.recv_beating("the client's round result")? {
                     Message::RoundDone { .. } => {}
                     _ => bail!("{peer} ended the round with an unexpected message"),
                 }
