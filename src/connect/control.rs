@@ -7,17 +7,6 @@ use std::net::TcpStream;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-/// The longest time between two heartbeats (crate::connect::heartbeat), whatever the timeout.
-pub const HEARTBEAT_MAX_PERIOD: Duration = Duration::from_secs(1);
-
-/// How long a side waiting on a beating peer allows it to stay silent: its own timeout, but
-/// never under three beats at the longest period. The beat's period follows the beating side's
-/// timeout, not the waiting side's (which it does not know): a server with `--timeout 1s` would
-/// otherwise give up on a client that beats every second whenever one beat came late.
-pub fn beating_patience(own_timeout: Duration) -> Duration {
-    own_timeout.max(3 * HEARTBEAT_MAX_PERIOD)
-}
-
 /// How long a read on the control connection waits before looking at [`STOP`] again.
 const STOP_CHECK: Duration = Duration::from_millis(200);
 
@@ -377,17 +366,6 @@ impl ControlChannel {
         }
     }
 
-    /// [`recv_patient`](Self::recv_patient) from a peer that beats meanwhile (a client in a
-    /// one-sided round): the silence allowed is [`beating_patience`] of this side's timeout,
-    /// which holds again afterwards.
-    pub fn recv_beating(&mut self, what: &str) -> Result<Message> {
-        let own = self.timeout;
-        self.timeout = beating_patience(own);
-        let m = self.recv_patient(what);
-        self.timeout = own;
-        m
-    }
-
     /// A second handle on the socket for a heartbeat thread; frames from the two handles must
     /// not overlap in time.
     pub fn heartbeat_handle(&self) -> Result<TcpStream> {
@@ -449,20 +427,6 @@ impl ControlChannel {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The waiting side allows at least three of the slowest beats, and its own timeout when
-    /// that is longer.
-    #[test]
-    fn a_waiting_peer_allows_three_slow_beats() {
-        let three = 3 * HEARTBEAT_MAX_PERIOD;
-        assert_eq!(beating_patience(Duration::from_secs(1)), three);
-        assert_eq!(beating_patience(Duration::from_millis(100)), three);
-        assert_eq!(beating_patience(Duration::ZERO), three);
-        assert_eq!(
-            beating_patience(Duration::from_secs(30)),
-            Duration::from_secs(30)
-        );
-    }
 
     fn spec() -> TestSpec {
         TestSpec {

@@ -1,16 +1,37 @@
 //! A heartbeat on the control channel while this side is busy in a round and the peer is idle.
 
-use super::control::{ControlChannel, HEARTBEAT_MAX_PERIOD, Message};
+use super::control::{ControlChannel, Message};
 use anyhow::Result;
 use std::io::Write;
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::time::Duration;
 
+/// The longest time between two beats, whatever the timeout.
+pub const MAX_PERIOD: Duration = Duration::from_secs(1);
+
+/// How long a side waiting on a beating peer allows it to stay silent: its own timeout, but
+/// never under three beats at the longest period. The beat's period follows the beating side's
+/// timeout, not the waiting side's (which it does not know): a server with `--timeout 1s` would
+/// otherwise give up on a client that beats every second whenever one beat came late.
+pub fn patience(own_timeout: Duration) -> Duration {
+    own_timeout.max(3 * MAX_PERIOD)
+}
+
+/// The waiting side: [`ControlChannel::recv_patient`] from a peer that beats meanwhile (a
+/// client in a one-sided round), allowing [`patience`] of the channel's timeout, which holds
+/// again afterwards.
+pub fn recv_beating(ch: &mut ControlChannel, what: &str) -> Result<Message> {
+    let own = ch.timeout();
+    ch.set_timeout(patience(own));
+    let m = ch.recv_patient(what);
+    ch.set_timeout(own);
+    m
+}
+
 /// Keep the server's control channel alive while this side is busy in a one-sided round. The
 /// thread sleeps in one blocking wait per beat (a quarter of the timeout, 100 ms to
-/// [`HEARTBEAT_MAX_PERIOD`], which the waiting side allows for: [`ControlChannel::recv_beating`]):
-/// it wakes only to write a beat, or at once when dropped, never on the timed loop's CPU
-/// between.
+/// [`MAX_PERIOD`], which the waiting side allows for: [`recv_beating`]): it wakes only to write
+/// a beat, or at once when dropped, never on the timed loop's CPU between.
 pub struct Heartbeat {
     stop: Option<Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -21,7 +42,7 @@ impl Heartbeat {
         let mut stream = ch.heartbeat_handle()?;
         let frame = super::control::encode(&Message::Progress)?;
         let (stop, stopped) = mpsc::channel::<()>();
-        let period = (ch.timeout() / 4).clamp(Duration::from_millis(100), HEARTBEAT_MAX_PERIOD);
+        let period = (ch.timeout() / 4).clamp(Duration::from_millis(100), MAX_PERIOD);
         let thread = std::thread::spawn(move || {
             while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(period) {
                 if stream.write_all(&frame).is_err() {
@@ -43,5 +64,20 @@ impl Drop for Heartbeat {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The waiting side allows at least three of the slowest beats, and its own timeout when
+    /// that is longer.
+    #[test]
+    fn a_waiting_peer_allows_three_slow_beats() {
+        assert_eq!(patience(Duration::from_secs(1)), 3 * MAX_PERIOD);
+        assert_eq!(patience(Duration::from_millis(100)), 3 * MAX_PERIOD);
+        assert_eq!(patience(Duration::ZERO), 3 * MAX_PERIOD);
+        assert_eq!(patience(Duration::from_secs(30)), Duration::from_secs(30));
     }
 }

@@ -10,6 +10,7 @@ use crate::connect::control::{
 };
 use crate::connect::endpoint::Endpoint;
 use crate::connect::establish::{self, Connected};
+use crate::connect::heartbeat;
 use crate::exit::DataMismatch;
 use crate::perf::{Progress, Side, verify};
 use crate::session::phase::{self, QP_SETUP, RESULT_EXCHANGE, TRANSFER};
@@ -87,7 +88,7 @@ pub fn serve(
                 };
                 phase::enter(RESULT_EXCHANGE, None);
                 // The client beats while it works on (a one-sided round).
-                match ch.recv_beating("the client's round result")? {
+                match heartbeat::recv_beating(ch, "the client's round result")? {
                     Message::RoundDone { .. } => {}
                     _ => bail!("{peer} ended the round with an unexpected message"),
                 }
