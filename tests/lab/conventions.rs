@@ -111,11 +111,19 @@ fn perftest_letters_ports_i_and_progress_in_words() {
         ["Mpps", "kpps", " pps"].iter().any(|u| screen.contains(u)),
         "MsgRate without its unit: {screen}"
     );
-    // A long pingpong gets a line too.
-    let screen = on_a_terminal(&["pingpong", "--loopback", "-n", "15000", "-s", "64"]);
+    // A long pingpong gets a line too: long in time (the line waits a second), so the count is
+    // sized from this guest's measured round trip to last about three seconds (a fixed 15000 once
+    // ran in 0.38 s and showed no line, rightly).
+    let probe = json(
+        &run(&["pingpong", "--loopback", "-n", "2000", "-s", "64", "--json"]),
+        "pingpong -n 2000",
+    );
+    let per_iter_us = probe["usec_per_iter"].as_f64().expect("usec_per_iter");
+    let n = ((3e6 / per_iter_us) as u64).max(15_000).to_string();
+    let screen = on_a_terminal(&["pingpong", "--loopback", "-n", &n, "-s", "64"]);
     assert!(
-        screen.contains("/15000 round trips"),
-        "no pingpong progress: {screen}"
+        screen.contains(&format!("/{n} round trips")),
+        "no pingpong progress over -n {n} ({per_iter_us:.1} us a round trip): {screen}"
     );
 }
 
