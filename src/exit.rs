@@ -1,7 +1,7 @@
 //! Exit codes (documented in rdmadiag(1)) and the error kinds that map onto them.
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// Everything went well.
 pub const OK: u8 = 0;
@@ -53,12 +53,12 @@ pub const SIGINT: i32 = 2;
 pub const SIGTERM: i32 = 15;
 
 /// The first signal that asked this process to stop (0: none).
-static STOP_SIGNAL: AtomicI32 = AtomicI32::new(0);
+static STOP_SIGNAL: AtomicUsize = AtomicUsize::new(0);
 
 /// Record that `signal` asked the run to stop; true for the first one.
 pub fn record_stop_signal(signal: i32) -> bool {
     STOP_SIGNAL
-        .compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst)
+        .compare_exchange(0, signal as usize, Ordering::SeqCst, Ordering::SeqCst)
         .is_ok()
 }
 
@@ -66,8 +66,28 @@ pub fn record_stop_signal(signal: i32) -> bool {
 pub fn stop_signal() -> Option<i32> {
     match STOP_SIGNAL.load(Ordering::SeqCst) {
         0 => None,
-        s => Some(s),
+        s => i32::try_from(s).ok(),
     }
+}
+
+/// First SIGINT or SIGTERM: record which, and set [`STOP`] so every wait loop unwinds and
+/// releases what it holds (the run then exits 130 or 143); a second: exit at once with its code.
+///
+/// Signal handlers (signal-hook's flags), not a thread in sigwait: in a process that has ever had
+/// a second thread, glibc wraps every system call a thread can be cancelled in (`write`: rxe's
+/// doorbell, one per post) in its cancellation bookkeeping, about 45 instructions each
+/// (bench/cost.sh), which perftest does not pay; a latency client has no other thread.
+/// The handlers restart what can be restarted (SA_RESTART); the waits a signal still interrupts
+/// (poll, reads with a timeout) take EINTR as a tick and look at [`STOP`].
+pub fn stop_on_signals() -> std::io::Result<()> {
+    use signal_hook::flag;
+    for signal in [SIGINT, SIGTERM] {
+        // Each delivery runs these in order: a second signal exits before it is recorded.
+        flag::register_conditional_shutdown(signal, i32::from(code_for_signal(signal)), &STOP)?;
+        flag::register_usize(signal, &STOP_SIGNAL, signal as usize)?;
+        flag::register(signal, &STOP)?;
+    }
+    Ok(())
 }
 
 /// The exit code of a run a signal stopped: 128 + its number (130 for SIGINT, 143 for SIGTERM).

@@ -32,7 +32,8 @@ fn main() -> ExitCode {
         }
     };
     if cli.command.talks_to_a_peer() {
-        handle_stop_signals();
+        // Without the handlers the signals' default action (the process ends) stays.
+        let _ = exit::stop_on_signals();
     }
     let json = cli.command.json();
     match commands::run(cli) {
@@ -61,32 +62,6 @@ fn main() -> ExitCode {
             ExitCode::from(code)
         }
     }
-}
-
-/// First SIGINT or SIGTERM: record which, and ask every wait loop to stop so resources unwind
-/// cleanly (the run then exits 130 or 143); a second: exit at once with its code.
-///
-/// Both signals are blocked in this thread before any other starts, so in every thread, and one
-/// thread takes them with sigwait: it knows which signal came (a handler that only sets a flag,
-/// as ctrlc's, cannot tell SIGTERM from Ctrl-C), and no thread is interrupted inside a verb.
-fn handle_stop_signals() {
-    use nix::sys::signal::{SigSet, Signal};
-    use std::sync::atomic::Ordering;
-    let mut set = SigSet::empty();
-    set.add(Signal::SIGINT);
-    set.add(Signal::SIGTERM);
-    if set.thread_block().is_err() {
-        return; // the default action (the process ends) stays
-    }
-    std::thread::spawn(move || {
-        while let Ok(signal) = set.wait() {
-            let signal = signal as i32;
-            let first = exit::record_stop_signal(signal);
-            if !first || rdmadiag::session::STOP.swap(true, Ordering::SeqCst) {
-                std::process::exit(i32::from(exit::code_for_signal(signal)));
-            }
-        }
-    });
 }
 
 /// clap's error as one line: its first line, the indented lines that continue it (the names of

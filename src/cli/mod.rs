@@ -106,7 +106,7 @@ pub enum Command {
 
 impl Command {
     /// Whether the subcommand waits on a peer or over `ports --interval` (and so wants SIGINT and
-    /// SIGTERM to unwind it cleanly); the others skip the signal thread's start-up cost.
+    /// SIGTERM to unwind it cleanly); the others keep the signals' default action.
     pub fn talks_to_a_peer(&self) -> bool {
         match self {
             Command::Devices(_) => false,

@@ -337,7 +337,8 @@ impl CompletionQueue {
         VerbsError::check("ibv_req_notify_cq", self.ctx.name(), rc)
     }
 
-    /// Sleep until this CQ's channel delivers an event, or `timeout` passes (Ok(false) then).
+    /// Sleep until this CQ's channel delivers an event, or `timeout` passes or a signal comes
+    /// (Ok(false) then).
     /// The event is consumed and acknowledged; re-arm with [`req_notify`](Self::req_notify).
     pub fn wait_event(&self, timeout: Duration) -> Result<bool, VerbsError> {
         let Some(ch) = &self.channel else {
@@ -356,10 +357,13 @@ impl CompletionQueue {
         // SAFETY: `pfd` is one valid pollfd.
         let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
         if rc < 0 {
-            return Err(VerbsError::last(
-                "poll (completion channel)",
-                self.ctx.name(),
-            ));
+            let e = VerbsError::last("poll (completion channel)", self.ctx.name());
+            // A signal's handler ran: no event yet; the caller looks at its stop flag.
+            return if e.errno == libc::EINTR {
+                Ok(false)
+            } else {
+                Err(e)
+            };
         }
         if rc == 0 {
             return Ok(false);

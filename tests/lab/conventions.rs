@@ -1,6 +1,7 @@
 //! Lab tests of the operator's conventions: perftest's letters (-D 10, -R), ports -i, progress in
 //! words on a terminal, SIGTERM and SIGINT stopping a run cleanly (143, 130, nothing leaked), a
-//! server with no usable device failing at once, and the thresholds' verdict in the JSON.
+//! server with no usable device failing at once, a latency run one thread a side, and the
+//! thresholds' verdict in the JSON.
 
 use crate::common::*;
 use crate::faults::resources::rxe0_resources;
@@ -403,4 +404,53 @@ fn thresholds_verdicts_are_in_the_json_at_each_size() {
     assert_eq!((metric.as_str(), *size, *ok), ("p99_us", 2, true));
     assert_eq!(*expected, 10e6);
     assert_eq!(v["lat"][0]["p99_us"].as_f64(), Some(*actual));
+}
+
+/// How many threads process `pid` has now (0 once it is gone).
+fn threads(pid: u32) -> usize {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Threads:")?.trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// A latency run is one thread on each side where both run the loop (WRITE, SEND): in a process
+/// that ever had a second thread glibc takes its slower path in every `write`, rxe's doorbell.
+/// Signals are taken by handlers, not a sigwait thread, and the client beats on the control
+/// channel only where the server waits on it (READ, here the check that the sampling sees a
+/// thread at all).
+#[test]
+#[ignore = "lab: needs rxe0; run by scripts/test inside the Soft-RoCE lab"]
+fn a_latency_run_is_one_thread_a_side() {
+    require_rxe0();
+    for (op, port, client_threads) in [
+        ("write", 19311u16, 1),
+        ("send", 19312, 1),
+        ("read", 19313, 2),
+    ] {
+        let p = port.to_string();
+        let server = spawn_rdmadiag(&["lat", "-p", &p, "--timeout", "5s", "--json"]);
+        wait_listening(port, LIMIT);
+        let args = ["lat", HOST, "-p", &p, "--op", op, "-D", "2", "--json"];
+        let mut client = spawn_rdmadiag(&args);
+        let (mut most_client, mut most_server) = (0, 0);
+        let t = Instant::now();
+        while client.try_wait().expect("try_wait").is_none() && t.elapsed() < LIMIT {
+            most_client = most_client.max(threads(client.id()));
+            most_server = most_server.max(threads(server.id()));
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let c = wait_limit(client, LIMIT, &format!("lat --op {op} client"));
+        let s = wait_limit(server, LIMIT, &format!("lat --op {op} server"));
+        assert!(c.status.success(), "client: {}", stderr(&c));
+        assert!(s.status.success(), "server: {}", stderr(&s));
+        eprintln!(
+            "conventions: lat --op {op}: at most {most_client} client threads, {most_server} server threads"
+        );
+        assert_eq!(most_client, client_threads, "lat --op {op}: client threads");
+        assert_eq!(most_server, 1, "lat --op {op}: server threads");
+    }
 }

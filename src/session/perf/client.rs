@@ -2,7 +2,9 @@
 //! report.
 
 use super::qps::PerfQps;
-use super::rounds::{RoundContext, RoundOutcome, RoundPlan, prepare_round, run_round};
+use super::rounds::{
+    RoundContext, RoundOutcome, RoundPlan, prepare_round, run_round, server_waits_out_the_round,
+};
 use super::vs_tcp::tcp_client_round;
 use super::{Kind, validate, verify_slots};
 use crate::connect::control::{
@@ -236,8 +238,14 @@ fn client_round(
     })?;
     // The heartbeat's thread starts while the server gets ready, not between its readiness and
     // the first timed operation: the server would spin through the thread's start-up (the
-    // first latency sample's milliseconds under the lab's emulation).
-    let beat = Heartbeat::start(ch)?;
+    // first latency sample's milliseconds under the lab's emulation). Only where the server
+    // waits on its channel: in lat WRITE and SEND it runs the loop with this side, and the
+    // client stays one thread (see exit::stop_on_signals for what a second thread costs).
+    let beat = if server_waits_out_the_round(kind, p.op) {
+        Some(Heartbeat::start(ch)?)
+    } else {
+        None
+    };
     match ch.recv("the server's readiness for the round")? {
         Message::RoundReady => {}
         _ => bail!("{peer} sent an unexpected message before the round"),

@@ -90,6 +90,14 @@ impl<'a> RoundContext<'a> {
     }
 }
 
+/// Whether the server's part of a round ends before the client's and leaves it waiting on the
+/// control channel for the round's result (one-sided and diagnostic rounds, bandwidth): the
+/// client then beats on the channel (`connect::heartbeat`). In lat WRITE and SEND both sides
+/// run the timed loop, operation for operation, and end it together.
+pub(super) fn server_waits_out_the_round(kind: Kind, op: Op) -> bool {
+    !(kind == Kind::Lat && matches!(op, Op::Write | Op::Send))
+}
+
 /// This side's part of one round.
 pub(super) fn run_round(
     qps: &mut [TestQp],
