@@ -3,6 +3,7 @@
 use super::control::{ControlChannel, Message};
 use anyhow::Result;
 use std::io::Write;
+use std::net::TcpStream;
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::time::Duration;
 
@@ -28,8 +29,9 @@ pub fn recv_beating(ch: &mut ControlChannel, what: &str) -> Result<Message> {
     m
 }
 
-/// Keep the server's control channel alive while this side is busy in a one-sided round. The
-/// thread sleeps in one blocking wait per beat (a quarter of the timeout, 100 ms to
+/// Keep the server's control channel alive while this side is busy in a bandwidth round (its
+/// engine reads the clock too rarely to beat from its loop, as the latency loops do through
+/// [`Beats`] and `perf::Pulse`). The thread sleeps in one blocking wait per beat (a quarter of the timeout, 100 ms to
 /// [`MAX_PERIOD`], which the waiting side allows for: [`recv_beating`]): it wakes only to write
 /// a beat, or at once when dropped, never on the timed loop's CPU between.
 pub struct Heartbeat {
@@ -37,15 +39,19 @@ pub struct Heartbeat {
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
+/// The time between beats for a channel: a quarter of its timeout, 100 ms to [`MAX_PERIOD`].
+fn period(ch: &ControlChannel) -> Duration {
+    (ch.timeout() / 4).clamp(Duration::from_millis(100), MAX_PERIOD)
+}
+
 impl Heartbeat {
     pub fn start(ch: &ControlChannel) -> Result<Heartbeat> {
-        let mut stream = ch.heartbeat_handle()?;
-        let frame = super::control::encode(&Message::Progress)?;
+        let mut beats = Beats::new(ch)?;
         let (stop, stopped) = mpsc::channel::<()>();
-        let period = (ch.timeout() / 4).clamp(Duration::from_millis(100), MAX_PERIOD);
+        let period = beats.period;
         let thread = std::thread::spawn(move || {
             while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(period) {
-                if stream.write_all(&frame).is_err() {
+                if !beats.send() {
                     return;
                 }
             }
@@ -54,6 +60,39 @@ impl Heartbeat {
             stop: Some(stop),
             thread: Some(thread),
         })
+    }
+}
+
+/// The beats themselves, for a loop that gives them on its own time (a latency loop through
+/// `perf::Pulse`: no thread) or for [`Heartbeat`]'s thread.
+pub struct Beats {
+    stream: TcpStream,
+    frame: Vec<u8>,
+    /// How often to beat (see [`recv_beating`] for what the waiting side allows).
+    pub period: Duration,
+    broken: bool,
+}
+
+impl Beats {
+    pub fn new(ch: &ControlChannel) -> Result<Beats> {
+        Ok(Beats {
+            stream: ch.heartbeat_handle()?,
+            frame: super::control::encode(&Message::Progress)?,
+            period: period(ch),
+            broken: false,
+        })
+    }
+
+    /// Write one beat; false once the channel has failed (the round's end will say how).
+    pub fn send(&mut self) -> bool {
+        self.broken = self.broken || self.stream.write_all(&self.frame).is_err();
+        !self.broken
+    }
+}
+
+impl crate::perf::Beat for Beats {
+    fn beat(&mut self) {
+        self.send();
     }
 }
 

@@ -3,7 +3,7 @@
 //! reads and waits for the completion; atomics as READ, each returned value checked
 //! (crate::perf::atomic). SEND latency is the ping-pong engine (crate::pingpong).
 
-use super::{Countdown, Op, Side, atomic};
+use super::{Countdown, Op, Pulse, Side, atomic};
 use crate::clock::{Clock, Deadline, Stamp};
 use crate::connect::endpoint::RemoteMemory;
 use crate::connect::test_qp::TestQp;
@@ -372,6 +372,7 @@ pub fn run_serial(
     remote: RemoteMemory,
     p: &LatParams,
     stop: &AtomicBool,
+    pulse: &mut Pulse,
 ) -> Result<LatOutcome> {
     let slots = p.slots.max(1);
     let span = slots * p.size as u64;
@@ -432,6 +433,7 @@ pub fn run_serial(
     // (the moment this operation is posted, give or take the loop) to this one's.
     let mut t = clock.now();
     let run_until = p.duration.map(|d| clock.after(t, d));
+    pulse.start(clock, t);
     let mut i = 0u64;
     while i < total && run_until.is_none_or(|u| t < u) {
         if p.drop_for_test == Some(i) {
@@ -477,7 +479,8 @@ pub fn run_serial(
                 c.status.likely_cause()
             );
         }
-        t = if latency.push(t, end) {
+        // (After the rare move of a full buffer or a beat, the next sample starts after it.)
+        t = if latency.push(t, end) | pulse.beat_if_due(clock, end) {
             clock.now()
         } else {
             end

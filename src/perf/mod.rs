@@ -7,7 +7,9 @@ pub mod lat;
 pub mod tcp;
 pub mod verify;
 
+use crate::clock::{Clock, Stamp};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 pub use crate::connect::control::{LatTiming, Op};
 
@@ -43,6 +45,70 @@ impl Countdown {
             return true;
         }
         false
+    }
+}
+
+/// One beat of a [`Pulse`] (a message on a control channel).
+pub trait Beat {
+    fn beat(&mut self);
+}
+
+/// Beats a timed loop gives a peer that waits on its control channel meanwhile (the server of
+/// a one-sided round), at most one a period, timed by the clock reads the loop already makes:
+/// no thread runs beside the loop (see `exit::stop_on_signals` for what one costs). The engine
+/// only calls `beat`; what a beat is belongs to whoever made the pulse.
+pub struct Pulse<'a> {
+    beat: Option<&'a mut dyn Beat>,
+    period: Duration,
+    next: Option<Stamp>,
+}
+
+impl<'a> Pulse<'a> {
+    /// No beats: the peer runs the loop too, or does not wait on a channel.
+    pub fn none() -> Pulse<'a> {
+        Pulse {
+            beat: None,
+            period: Duration::ZERO,
+            next: None,
+        }
+    }
+
+    /// `beat` at most every `period`, the first a period after the loop starts.
+    pub fn every(period: Duration, beat: &'a mut dyn Beat) -> Pulse<'a> {
+        Pulse {
+            beat: Some(beat),
+            period,
+            next: None,
+        }
+    }
+
+    /// The loop starts at `now`.
+    pub(crate) fn start(&mut self, clock: &Clock, now: Stamp) {
+        if self.beat.is_some() {
+            self.next = Some(clock.after(now, self.period));
+        }
+    }
+
+    /// Beat when a period has passed by `now`; true when it did (the loop's clock reading is
+    /// then stale: read it again).
+    #[inline(always)]
+    pub(crate) fn beat_if_due(&mut self, clock: &Clock, now: Stamp) -> bool {
+        match self.next {
+            Some(at) if now >= at => {
+                self.beat_now(clock);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn beat_now(&mut self, clock: &Clock) {
+        if let Some(beat) = self.beat.as_mut() {
+            beat.beat();
+        }
+        self.next = Some(clock.after(clock.now(), self.period));
     }
 }
 
@@ -90,5 +156,32 @@ mod tests {
             let want: Vec<u64> = (1..=200).filter(|n| n % every.max(1) == 0).collect();
             assert_eq!(picked, want, "every {every}");
         }
+    }
+
+    /// A pulse beats once a period has passed since the loop started, then a period after that
+    /// beat; no pulse never does.
+    #[test]
+    fn a_pulse_beats_once_a_period() {
+        struct Count(u32);
+        impl Beat for Count {
+            fn beat(&mut self) {
+                self.0 += 1;
+            }
+        }
+        let clock = Clock::monotonic();
+        let mut beats = Count(0);
+        let mut pulse = Pulse::every(Duration::from_secs(1), &mut beats);
+        let t0 = clock.now();
+        pulse.start(&clock, t0);
+        assert!(!pulse.beat_if_due(&clock, clock.after(t0, Duration::from_millis(500))));
+        assert!(pulse.beat_if_due(&clock, clock.after(t0, Duration::from_millis(1500))));
+        // The next is a period after the beat (now), not after the stamp it was given.
+        assert!(!pulse.beat_if_due(&clock, clock.now()));
+        let later = clock.after(clock.now(), Duration::from_millis(1100));
+        assert!(pulse.beat_if_due(&clock, later));
+        assert_eq!(beats.0, 2);
+        let mut none = Pulse::none();
+        none.start(&clock, t0);
+        assert!(!none.beat_if_due(&clock, clock.after(t0, Duration::from_secs(3600))));
     }
 }

@@ -417,24 +417,27 @@ fn threads(pid: u32) -> usize {
         .unwrap_or(0)
 }
 
-/// A latency run is one thread on each side where both run the loop (WRITE, SEND): in a process
-/// that ever had a second thread glibc takes its slower path in every `write`, rxe's doorbell.
-/// Signals are taken by handlers, not a sigwait thread, and the client beats on the control
-/// channel only where the server waits on it (READ, here the check that the sampling sees a
-/// thread at all).
+/// A latency run is one thread on each side: in a process that ever had a second thread glibc
+/// takes its slower path in every `write`, rxe's doorbell. Signals are taken by handlers, not a
+/// sigwait thread; the client beats on the control channel only where the server waits on it
+/// (READ), from its own loop. A bandwidth client's heartbeat is a thread: the check that the
+/// sampling sees one at all.
 #[test]
 #[ignore = "lab: needs rxe0; run by scripts/test inside the Soft-RoCE lab"]
 fn a_latency_run_is_one_thread_a_side() {
     require_rxe0();
-    for (op, port, client_threads) in [
-        ("write", 19311u16, 1),
-        ("send", 19312, 1),
-        ("read", 19313, 2),
-    ] {
+    let runs: [(&[&str], u16, usize); 4] = [
+        (&["lat", "--op", "write"], 19311, 1),
+        (&["lat", "--op", "send"], 19312, 1),
+        (&["lat", "--op", "read"], 19313, 1),
+        (&["bw", "--op", "write", "-s", "4K"], 19314, 2),
+    ];
+    for (test, port, client_threads) in runs {
         let p = port.to_string();
-        let server = spawn_rdmadiag(&["lat", "-p", &p, "--timeout", "5s", "--json"]);
+        let server = spawn_rdmadiag(&[test[0], "-p", &p, "--timeout", "5s", "--json"]);
         wait_listening(port, LIMIT);
-        let args = ["lat", HOST, "-p", &p, "--op", op, "-D", "2", "--json"];
+        let what = test.join(" ");
+        let args = [test, &[HOST, "-p", &p, "-D", "2", "--json"]].concat();
         let mut client = spawn_rdmadiag(&args);
         let (mut most_client, mut most_server) = (0, 0);
         let t = Instant::now();
@@ -443,14 +446,14 @@ fn a_latency_run_is_one_thread_a_side() {
             most_server = most_server.max(threads(server.id()));
             std::thread::sleep(Duration::from_millis(20));
         }
-        let c = wait_limit(client, LIMIT, &format!("lat --op {op} client"));
-        let s = wait_limit(server, LIMIT, &format!("lat --op {op} server"));
-        assert!(c.status.success(), "client: {}", stderr(&c));
-        assert!(s.status.success(), "server: {}", stderr(&s));
+        let c = wait_limit(client, LIMIT, &format!("{what} client"));
+        let s = wait_limit(server, LIMIT, &format!("{what} server"));
+        assert!(c.status.success(), "{what} client: {}", stderr(&c));
+        assert!(s.status.success(), "{what} server: {}", stderr(&s));
         eprintln!(
-            "conventions: lat --op {op}: at most {most_client} client threads, {most_server} server threads"
+            "conventions: {what}: at most {most_client} client threads, {most_server} server threads"
         );
-        assert_eq!(most_client, client_threads, "lat --op {op}: client threads");
-        assert_eq!(most_server, 1, "lat --op {op}: server threads");
+        assert_eq!(most_client, client_threads, "{what}: client threads");
+        assert_eq!(most_server, 1, "{what}: server threads");
     }
 }

@@ -3,7 +3,7 @@
 
 use super::qps::PerfQps;
 use super::rounds::{
-    RoundContext, RoundOutcome, RoundPlan, prepare_round, run_round, server_waits_out_the_round,
+    Beating, RoundContext, RoundOutcome, RoundPlan, beating, prepare_round, run_round,
 };
 use super::vs_tcp::tcp_client_round;
 use super::{Kind, validate, verify_slots};
@@ -12,10 +12,10 @@ use crate::connect::control::{
 };
 use crate::connect::endpoint::Endpoint;
 use crate::connect::establish::{self, Connected};
-use crate::connect::heartbeat::Heartbeat;
+use crate::connect::heartbeat::{Beats, Heartbeat};
 use crate::connect::test_qp::TestQp;
 use crate::exit::UsageError;
-use crate::perf::{Progress, Side};
+use crate::perf::{Progress, Pulse, Side};
 use crate::report::perf::{BwResult, LatResult, PerfReport};
 use crate::session::phase::{self, QP_SETUP, RESULT_EXCHANGE, TRANSFER};
 use crate::session::{Observer, SessionOptions, dial, status};
@@ -236,23 +236,31 @@ fn client_round(
         size: plan.size,
         batch: plan.batch,
     })?;
-    // The heartbeat's thread starts while the server gets ready, not between its readiness and
-    // the first timed operation: the server would spin through the thread's start-up (the
-    // first latency sample's milliseconds under the lab's emulation). Only where the server
-    // waits on its channel: in lat WRITE and SEND it runs the loop with this side, and the
-    // client stays one thread (see exit::stop_on_signals for what a second thread costs).
-    let beat = if server_waits_out_the_round(kind, p.op) {
-        Some(Heartbeat::start(ch)?)
-    } else {
-        None
+    // Beats where the server waits on its channel through the round, from the latency loop
+    // itself where it can (the client stays one thread: see exit::stop_on_signals for what a
+    // second costs). A heartbeat's thread starts while the server gets ready, not between its
+    // readiness and the first timed operation: the server would spin through the thread's
+    // start-up (the first latency sample's milliseconds under the lab's emulation).
+    let how = beating(kind, p.op);
+    let thread = match how {
+        Beating::FromAThread => Some(Heartbeat::start(ch)?),
+        Beating::None | Beating::FromTheLoop => None,
+    };
+    let mut beats = match how {
+        Beating::FromTheLoop => Some(Beats::new(ch)?),
+        Beating::None | Beating::FromAThread => None,
     };
     match ch.recv("the server's readiness for the round")? {
         Message::RoundReady => {}
         _ => bail!("{peer} sent an unexpected message before the round"),
     }
     let (outcome, cpu) = {
-        let _beat = beat;
-        crate::cpu::measure(|| run_round(qps, remotes, cx, plan, progress))
+        let _thread = thread;
+        let mut pulse = match beats.as_mut() {
+            Some(b) => Pulse::every(b.period, b),
+            None => Pulse::none(),
+        };
+        crate::cpu::measure(|| run_round(qps, remotes, cx, plan, progress, &mut pulse))
     };
     let outcome = match outcome {
         Ok(o) => o,

@@ -22,7 +22,7 @@ use crate::connect::test_qp::{TestQp, UD_QKEY};
 use crate::exit::UsageError;
 use crate::perf::atomic::{self, Targets};
 use crate::perf::bw::StreamEnd;
-use crate::perf::{Progress, Side};
+use crate::perf::{Progress, Pulse, Side};
 use crate::report::perf::{BwResult, BwUnit, PerfReport};
 use crate::session::phase::{self, HANDSHAKE, QP_SETUP, RESULT_EXCHANGE, TRANSFER};
 use crate::session::{Observer, Served, SessionOptions, dial, status};
@@ -344,8 +344,9 @@ pub fn perftest_client(
             pt.hand_shake(&mine[0])?;
         }
         let plan = RoundPlan { size, batch: None };
-        let (outcome, cpu) =
-            crate::cpu::measure(|| run_round(&mut qps, &remotes, &cx, plan, progress));
+        let (outcome, cpu) = crate::cpu::measure(|| {
+            run_round(&mut qps, &remotes, &cx, plan, progress, &mut Pulse::none())
+        });
         match outcome.map_err(|e| explain(e, max, pt.who()))? {
             Some(RoundOutcome::Bw(mut b)) => {
                 b.cpu_s = cpu;
@@ -437,7 +438,14 @@ pub fn perftest_serve(stream: TcpStream, opts: &SessionOptions, spec: &TestSpec)
             pt.hand_shake(&mine[0])?;
             let plan = RoundPlan { size, batch: None };
             let (outcome, cpu) = crate::cpu::measure(|| {
-                run_round(&mut qps, &remotes, &cx, plan, &Progress::default())
+                run_round(
+                    &mut qps,
+                    &remotes,
+                    &cx,
+                    plan,
+                    &Progress::default(),
+                    &mut Pulse::none(),
+                )
             });
             match outcome.map_err(|e| {
                 e.context(format!(

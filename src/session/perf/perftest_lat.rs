@@ -11,7 +11,7 @@ use crate::connect::endpoint::Endpoint;
 use crate::connect::test_qp::TestQp;
 use crate::perf::atomic::Targets;
 use crate::perf::lat::{self, LatParams, Marks};
-use crate::perf::{Progress, Side};
+use crate::perf::{Progress, Pulse, Side};
 use crate::pingpong::{self, PingpongParams};
 use crate::report::perf::LatResult;
 use crate::session::STOP;
@@ -76,7 +76,10 @@ pub(super) fn lat_round(
             });
             (o, 2.0)
         }
-        Op::Read if side == Side::Initiator => (lat::run_serial(tq, mem, &lp, &STOP), 1.0),
+        Op::Read if side == Side::Initiator => (
+            lat::run_serial(tq, mem, &lp, &STOP, &mut Pulse::none()),
+            1.0,
+        ),
         Op::AtomicFadd | Op::AtomicCswap if side == Side::Initiator => {
             // perftest's target holds random bytes: the chain starts from what it holds, and
             // the target is checked after the run as rdmadiag's rounds check theirs.
@@ -87,7 +90,7 @@ pub(super) fn lat_round(
             let mems = [Some(mem)];
             let bases = targets_before(&qps[..1], &mems, &cx, None)?;
             lp.atomic_base = bases[0];
-            let o = lat::run_serial(&qps[0], mem, &lp, &STOP)?;
+            let o = lat::run_serial(&qps[0], mem, &lp, &STOP, &mut Pulse::none())?;
             check_targets(qps, &mems, (p.op, true), (&bases, o.iterations, None), &cx)?;
             (Ok(o), 1.0)
         }

@@ -10,7 +10,7 @@ use crate::connect::test_qp::TestQp;
 use crate::perf::atomic::{self, Targets};
 use crate::perf::bw::{self, BwOutcome, BwParams, StreamEnd};
 use crate::perf::lat::{self, LatParams};
-use crate::perf::{Progress, Side, verify};
+use crate::perf::{Progress, Pulse, Side, verify};
 use crate::pingpong;
 use crate::report::perf::{AddressSteps, BwResult, LatResult};
 use crate::session::STOP;
@@ -90,12 +90,27 @@ impl<'a> RoundContext<'a> {
     }
 }
 
-/// Whether the server's part of a round ends before the client's and leaves it waiting on the
-/// control channel for the round's result (one-sided and diagnostic rounds, bandwidth): the
-/// client then beats on the channel (`connect::heartbeat`). In lat WRITE and SEND both sides
-/// run the timed loop, operation for operation, and end it together.
-pub(super) fn server_waits_out_the_round(kind: Kind, op: Op) -> bool {
-    !(kind == Kind::Lat && matches!(op, Op::Write | Op::Send))
+/// How the client keeps the server's control channel alive through a round
+/// (`connect::heartbeat`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Beating {
+    /// lat WRITE and SEND: both sides run the timed loop, operation for operation, and end it
+    /// together; the server does not wait on its channel.
+    None,
+    /// lat READ and atomics, the data diagnostics: the server waits for the round's end while
+    /// the client's serial loop gives the beats itself (`perf::Pulse`), so the client stays
+    /// one thread.
+    FromTheLoop,
+    /// Bandwidth: the server waits (or receives) while a thread beside the engine beats.
+    FromAThread,
+}
+
+pub(super) fn beating(kind: Kind, op: Op) -> Beating {
+    match (kind, op) {
+        (Kind::Lat, Op::Write | Op::Send) => Beating::None,
+        (Kind::Lat | Kind::Verify, _) => Beating::FromTheLoop,
+        (Kind::Bw, _) => Beating::FromAThread,
+    }
 }
 
 /// This side's part of one round.
@@ -105,6 +120,7 @@ pub(super) fn run_round(
     cx: &RoundContext,
     round: RoundPlan,
     progress: &Progress,
+    pulse: &mut Pulse,
 ) -> Result<Option<RoundOutcome>> {
     let (kind, spec, p, side, timeout, peer) =
         (cx.kind, cx.spec, cx.p, cx.side, cx.timeout, cx.peer);
@@ -200,7 +216,7 @@ pub(super) fn run_round(
                 }
                 Op::Read | Op::AtomicFadd | Op::AtomicCswap if initiator => {
                     let mem = mems[0].ok_or_else(|| anyhow!("the peer exposed no buffer"))?;
-                    let o = lat::run_serial(tq, mem, &lp, &STOP)?;
+                    let o = lat::run_serial(tq, mem, &lp, &STOP, pulse)?;
                     if p.op.is_atomic() {
                         let targets = (&[0][..], o.iterations, None);
                         check_targets(qps, &mems, (p.op, true), targets, cx)?;
@@ -241,7 +257,7 @@ pub(super) fn run_round(
                 .filter(|d| (batch.first..batch.first + batch.count).contains(d))
                 .map(|d| d - batch.first);
             let lp = lat_params(Some(batch.count), batch.count, drop);
-            let o = lat::run_serial(tq, mem, &lp, &STOP)?;
+            let o = lat::run_serial(tq, mem, &lp, &STOP, pulse)?;
             let bytes = o.iterations as f64 * size as f64;
             let mut r = LatResult {
                 size,

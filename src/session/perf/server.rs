@@ -12,7 +12,7 @@ use crate::connect::endpoint::Endpoint;
 use crate::connect::establish::{self, Connected};
 use crate::connect::heartbeat;
 use crate::exit::DataMismatch;
-use crate::perf::{Progress, Side, verify};
+use crate::perf::{Progress, Pulse, Side, verify};
 use crate::session::phase::{self, QP_SETUP, RESULT_EXCHANGE, TRANSFER};
 use crate::session::{SessionOptions, status};
 use anyhow::{Result, bail};
@@ -76,8 +76,9 @@ pub fn serve(
                 phase::enter(TRANSFER, None);
                 prepare_round(qps, kind, &p, plan, true);
                 ch.send(&Message::RoundReady)?;
-                let (mine, cpu) =
-                    crate::cpu::measure(|| run_round(qps, remotes, &cx, plan, &progress));
+                let (mine, cpu) = crate::cpu::measure(|| {
+                    run_round(qps, remotes, &cx, plan, &progress, &mut Pulse::none())
+                });
                 let mine = match mine {
                     Ok(m) => m,
                     Err(e) if e.is::<crate::exit::Interrupted>() => {
