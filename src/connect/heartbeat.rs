@@ -31,9 +31,9 @@ pub fn recv_beating(ch: &mut ControlChannel, what: &str) -> Result<Message> {
 
 /// Keep the server's control channel alive while this side is busy in a bandwidth round (its
 /// engine reads the clock too rarely to beat from its loop, as the latency loops do through
-/// [`Beats`] and `perf::Pulse`). The thread sleeps in one blocking wait per beat (a quarter of the timeout, 100 ms to
-/// [`MAX_PERIOD`], which the waiting side allows for: [`recv_beating`]): it wakes only to write
-/// a beat, or at once when dropped, never on the timed loop's CPU between.
+/// [`Beats`] and `perf::Pulse`). The thread sleeps in one blocking wait per beat (a quarter of
+/// the timeout, 100 ms to [`MAX_PERIOD`], which the waiting side allows for: [`recv_beating`]):
+/// it wakes only to write a beat, or at once when dropped, never on the timed loop's CPU between.
 pub struct Heartbeat {
     stop: Option<Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
