@@ -64,7 +64,7 @@ impl Heartbeat {
 }
 
 /// The beats themselves, for a loop that gives them on its own time (a latency loop through
-/// `perf::Pulse`: no thread) or for [`Heartbeat`]'s thread.
+/// `perf::Pulse`, the session joining the two: no thread) or for [`Heartbeat`]'s thread.
 pub struct Beats {
     stream: TcpStream,
     frame: Vec<u8>,
@@ -87,12 +87,6 @@ impl Beats {
     pub fn send(&mut self) -> bool {
         self.broken = self.broken || self.stream.write_all(&self.frame).is_err();
         !self.broken
-    }
-}
-
-impl crate::perf::Beat for Beats {
-    fn beat(&mut self) {
-        self.send();
     }
 }
 

@@ -220,6 +220,13 @@ fn merge_lat(all: &mut LatResult, l: &LatResult) {
     };
 }
 
+/// A latency loop's beat (`perf::Pulse`) is the heartbeat's message on the control channel.
+impl crate::perf::Beat for Beats {
+    fn beat(&mut self) {
+        self.send();
+    }
+}
+
 /// The client's half of one round: tell the server, run, exchange results.
 fn client_round(
     ch: &mut ControlChannel,
