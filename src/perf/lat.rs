@@ -123,17 +123,18 @@ impl<'a> Writes<'a> {
         })
     }
 
-    /// Reap at most one completion (one is all a strict run ever has in flight).
+    /// Reap at most one completion (one is all a strict run ever has in flight); true when
+    /// one came.
     #[inline(always)]
-    fn reap(&mut self, tq: &TestQp, peer: &str) -> Result<()> {
+    fn reap(&mut self, tq: &TestQp, peer: &str) -> Result<bool> {
         let Some(c) = tq.cq.poll_one()? else {
-            return Ok(());
+            return Ok(false);
         };
         if !c.status.is_success() {
             return Err(failed_write(peer, c));
         }
         self.acked = self.acked.max(c.wr_id + 1);
-        Ok(())
+        Ok(true)
     }
 
     /// Reap until fewer than `window` writes are in flight (1: all of them done). The deadline
@@ -145,21 +146,12 @@ impl<'a> Writes<'a> {
         }
         let mut deadline = Deadline::new(p.timeout);
         loop {
-            match tq.cq.poll_one()? {
-                Some(c) => {
-                    if !c.status.is_success() {
-                        return Err(failed_write(&p.peer, c));
-                    }
-                    self.acked = self.acked.max(c.wr_id + 1);
-                    if self.sent - self.acked < window {
-                        return Ok(());
-                    }
+            if self.reap(tq, &p.peer)? {
+                if self.sent - self.acked < window {
+                    return Ok(());
                 }
-                None => {
-                    if deadline.expired() {
-                        return Err(write_timed_out(p));
-                    }
-                }
+            } else if deadline.expired() {
+                return Err(write_timed_out(p));
             }
         }
     }

@@ -248,14 +248,10 @@ fn client_round(
     // second costs). A heartbeat's thread starts while the server gets ready, not between its
     // readiness and the first timed operation: the server would spin through the thread's
     // start-up (the first latency sample's milliseconds under the lab's emulation).
-    let how = beating(kind, p.op);
-    let thread = match how {
-        Beating::FromAThread => Some(Heartbeat::start(ch)?),
-        Beating::None | Beating::FromTheLoop => None,
-    };
-    let mut beats = match how {
-        Beating::FromTheLoop => Some(Beats::new(ch)?),
-        Beating::None | Beating::FromAThread => None,
+    let (thread, mut beats) = match beating(kind, p.op) {
+        Beating::None => (None, None),
+        Beating::FromTheLoop => (None, Some(Beats::new(ch)?)),
+        Beating::FromAThread => (Some(Heartbeat::start(ch)?), None),
     };
     match ch.recv("the server's readiness for the round")? {
         Message::RoundReady => {}
