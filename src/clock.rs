@@ -48,6 +48,11 @@ impl fmt::Display for ClockSource {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Stamp(u64);
 
+impl Stamp {
+    /// Later than every reading: a time that never comes.
+    pub const NEVER: Stamp = Stamp(u64::MAX);
+}
+
 /// A calibrated clock; `Clock::get()` gives the process's one.
 #[derive(Debug)]
 pub struct Clock {

@@ -5,7 +5,9 @@ use crate::connect::control::QpType;
 use crate::connect::test_qp::{GRH_BYTES, TestQp};
 use crate::perf::{Countdown, Progress, Side};
 use crate::stats::{LatencyRecorder, Samples};
-use crate::verbs::{CompletionQueue, Reaped, RecvRequest, SendList, SendOp, SendRequest, UdDest};
+use crate::verbs::{
+    CompletionQueue, Reaped, RecvRequest, SendList, SendOp, SendRequest, UdDest, Wc,
+};
 use anyhow::{Result, bail};
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -83,11 +85,13 @@ pub fn post_receives(tq: &TestQp, p: &PingpongParams) -> Result<()> {
     Ok(())
 }
 
-/// Hands out completions one by one, polling for each or sleeping on events.
+/// Hands out completions one by one, polling for each or sleeping on events; each lands in
+/// its slot (`wc`), read where it is until the next.
 struct Poller<'a> {
     cq: &'a CompletionQueue,
     events: bool,
     armed: bool,
+    wc: Wc,
 }
 
 impl<'a> Poller<'a> {
@@ -96,17 +100,19 @@ impl<'a> Poller<'a> {
             cq,
             events,
             armed: false,
+            wc: Wc::default(),
         }
     }
 
-    /// The next completion, or None once `timeout` has passed without one. A round trip has at
-    /// most two completions ready (the message and our send): one poll each, no batch to copy.
-    /// Inlined into the loop (a call's entry, exit and returned result cost some 45
-    /// instructions a round trip, bench/cost.sh); the wait stays a call, made once a wait.
+    /// The next completion into `wc` (true), or false once `timeout` has passed without one. A
+    /// round trip has at most two completions ready (the message and our send): one poll each,
+    /// no batch to copy. Inlined into the loop (a call's entry, exit and returned result cost
+    /// some 45 instructions a round trip, bench/cost.sh); the wait stays a call, made once a
+    /// wait.
     #[inline(always)]
-    fn next(&mut self, timeout: Duration, stop: &AtomicBool) -> Result<Option<Reaped>> {
-        if let Some(c) = self.cq.poll_one()? {
-            return Ok(Some(c));
+    fn next(&mut self, timeout: Duration, stop: &AtomicBool) -> Result<bool> {
+        if self.cq.poll_into(&mut self.wc)? {
+            return Ok(true);
         }
         self.wait(timeout, stop)
     }
@@ -114,14 +120,14 @@ impl<'a> Poller<'a> {
     /// The CQ was empty: spin (or sleep on events) until a completion comes. The clock is
     /// read only once the CQ has stayed empty for a while.
     #[inline(never)]
-    fn wait(&mut self, timeout: Duration, stop: &AtomicBool) -> Result<Option<Reaped>> {
+    fn wait(&mut self, timeout: Duration, stop: &AtomicBool) -> Result<bool> {
         let mut spins = 0u32;
         let mut bound = Deadline::new(timeout);
         let mut deadline = None;
         let mut deadline = move || *deadline.get_or_insert_with(|| Instant::now() + timeout);
         loop {
-            if let Some(c) = self.cq.poll_one()? {
-                return Ok(Some(c));
+            if self.cq.poll_into(&mut self.wc)? {
+                return Ok(true);
             }
             if self.events {
                 if !self.armed {
@@ -131,7 +137,7 @@ impl<'a> Poller<'a> {
                 }
                 let left = deadline().saturating_duration_since(Instant::now());
                 if left.is_zero() {
-                    return Ok(None);
+                    return Ok(false);
                 }
                 if self.cq.wait_event(left.min(Duration::from_millis(100)))? {
                     self.armed = false;
@@ -140,7 +146,7 @@ impl<'a> Poller<'a> {
                 // No PAUSE hint: it delays noticing the completion (and under QEMU's TCG it
                 // leaves the translated block on every spin); the clock is read rarely.
                 if bound.expired() {
-                    return Ok(None);
+                    return Ok(false);
                 }
                 spins = spins.wrapping_add(1);
                 if !spins.is_multiple_of(512) {
@@ -156,21 +162,27 @@ impl<'a> Poller<'a> {
 
 /// A failed completion as an error; `what` names the round trip (built only on failure: no
 /// formatting in the timed loop).
-fn check(c: &Reaped, what: impl FnOnce() -> String) -> Result<()> {
-    if c.status.is_success() {
+#[inline(always)]
+fn check(c: &Wc, what: impl FnOnce() -> String) -> Result<()> {
+    if c.status().is_success() {
         return Ok(());
     }
-    bail!(
-        "{}: the {} completed with {}: {} (vendor error 0x{:x})",
-        what(),
-        if c.wr_id & SEND_BIT != 0 {
+    Err(failed(c, what()))
+}
+
+#[cold]
+#[inline(never)]
+fn failed(c: &Wc, what: String) -> anyhow::Error {
+    anyhow::anyhow!(
+        "{what}: the {} completed with {}: {} (vendor error 0x{:x})",
+        if c.wr_id() & SEND_BIT != 0 {
             "send"
         } else {
             "receive"
         },
-        c.status,
-        c.status.likely_cause(),
-        c.vendor_err
+        c.status(),
+        c.status().likely_cause(),
+        c.vendor_err()
     )
 }
 
@@ -297,22 +309,23 @@ pub fn run(
         // the round trip also ends only once our send has completed.
         let mut got = early.take();
         while got.is_none() || (strict && side == Side::Initiator && acked < sent) {
-            let Some(c) = poller
+            if !poller
                 .next(p.timeout, stop)
                 .map_err(|e| during(e, i, &of_n))?
-            else {
+            {
                 let what = if got.is_some() {
                     "our send's completion"
                 } else {
                     "the message"
                 };
                 return Err(wait_err(i, what));
-            };
-            check(&c, || format!("round trip {}{of_n} with {}", i + 1, p.peer))?;
-            if c.wr_id & SEND_BIT != 0 {
-                acked = (c.wr_id & !SEND_BIT) + 1;
+            }
+            let c = &poller.wc;
+            check(c, || format!("round trip {}{of_n} with {}", i + 1, p.peer))?;
+            if c.wr_id() & SEND_BIT != 0 {
+                acked = (c.wr_id() & !SEND_BIT) + 1;
             } else {
-                got = Some(c);
+                got = Some(c.reaped());
             }
         }
         let got = got.expect("the loop ends with a message");
@@ -335,14 +348,15 @@ pub fn run(
                 sent += 1;
                 // Strict: wait for the reply's own completion (keeping a message that beats it).
                 while strict && acked < sent {
-                    let Some(c) = poller.next(p.timeout, stop)? else {
+                    if !poller.next(p.timeout, stop)? {
                         return Err(wait_err(i, "our reply's completion"));
-                    };
-                    check(&c, || format!("round trip {}{of_n} with {}", i + 1, p.peer))?;
-                    if c.wr_id & SEND_BIT != 0 {
-                        acked = (c.wr_id & !SEND_BIT) + 1;
+                    }
+                    let c = &poller.wc;
+                    check(c, || format!("round trip {}{of_n} with {}", i + 1, p.peer))?;
+                    if c.wr_id() & SEND_BIT != 0 {
+                        acked = (c.wr_id() & !SEND_BIT) + 1;
                     } else {
-                        early = Some(c);
+                        early = Some(c.reaped());
                     }
                 }
                 // The reply is on its way: the timestamp (reply to reply) costs the peer nothing.
@@ -368,15 +382,16 @@ pub fn run(
     }
     // Reap the sends still in flight, so the peer has really got everything.
     while acked < sent {
-        let Some(c) = poller.next(p.timeout, stop)? else {
+        if !poller.next(p.timeout, stop)? {
             return Err(wait_err(
                 rounds.saturating_sub(1),
                 "the last send's completion",
             ));
-        };
-        check(&c, || format!("the last round trip with {}", p.peer))?;
-        if c.wr_id & SEND_BIT != 0 {
-            acked = (c.wr_id & !SEND_BIT) + 1;
+        }
+        let c = &poller.wc;
+        check(c, || format!("the last round trip with {}", p.peer))?;
+        if c.wr_id() & SEND_BIT != 0 {
+            acked = (c.wr_id() & !SEND_BIT) + 1;
         }
     }
     progress.set(rounds, rounds * p.size as u64);

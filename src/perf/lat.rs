@@ -8,7 +8,7 @@ use crate::clock::{Clock, Deadline, Stamp};
 use crate::connect::endpoint::RemoteMemory;
 use crate::connect::test_qp::TestQp;
 use crate::stats::{LatencyRecorder, Samples};
-use crate::verbs::{AddressCycle, Reaped, SendList, SendOp, SendRequest};
+use crate::verbs::{AddressCycle, SendList, SendOp, SendRequest, Wc};
 use anyhow::{Result, anyhow, bail};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -97,14 +97,24 @@ fn landing_zones(
     }
 }
 
-fn mark(i: u64) -> u8 {
-    (i % 254) as u8 + 1
+/// The mark of the iteration after one marked `m` (both start at 1): perftest's the iteration
+/// number's low byte, wrapping; rdmadiag's cycles 1..=254 (iteration i's is i % 254 + 1, never
+/// 0 nor STOP_MARK). A step, not a division, in the loop.
+#[inline(always)]
+fn next_mark(m: u8, perftest: bool) -> u8 {
+    match (perftest, m) {
+        (true, _) => m.wrapping_add(1),
+        (false, 254) => 1,
+        (false, _) => m + 1,
+    }
 }
 
 /// Our RDMA WRITEs: sequence-numbered, signaled every `signal_every` and the last, posted from
 /// one work request built (and checked) once: per post only its id and signal bit change.
 struct Writes<'a> {
     list: SendList<'a>,
+    /// Where our writes' completions are polled into.
+    wc: Wc,
     sent: u64,
     acked: u64,
     signals: Countdown,
@@ -117,6 +127,7 @@ impl<'a> Writes<'a> {
     fn new(req: &SendRequest<'a>, signal_every: u64) -> Result<Self> {
         Ok(Writes {
             list: SendList::single(req)?,
+            wc: Wc::default(),
             sent: 0,
             acked: 0,
             signals: Countdown::new(signal_every),
@@ -127,13 +138,13 @@ impl<'a> Writes<'a> {
     /// one came.
     #[inline(always)]
     fn reap(&mut self, tq: &TestQp, peer: &str) -> Result<bool> {
-        let Some(c) = tq.cq.poll_one()? else {
+        if !tq.cq.poll_into(&mut self.wc)? {
             return Ok(false);
-        };
-        if !c.status.is_success() {
-            return Err(failed_write(peer, c));
         }
-        self.acked = self.acked.max(c.wr_id + 1);
+        if !self.wc.status().is_success() {
+            return Err(failed_write(peer, &self.wc));
+        }
+        self.acked = self.acked.max(self.wc.wr_id() + 1);
         Ok(true)
     }
 
@@ -233,12 +244,12 @@ fn landing_timed_out(p: &LatParams, i: u64, seen: u8) -> anyhow::Error {
 /// A failed WRITE's completion as an error (out of line: the loop only tests the status).
 #[cold]
 #[inline(never)]
-fn failed_write(peer: &str, c: Reaped) -> anyhow::Error {
+fn failed_write(peer: &str, c: &Wc) -> anyhow::Error {
     anyhow!(
         "an RDMA operation with {peer} completed with {}: {} (vendor error 0x{:x})",
-        c.status,
-        c.status.likely_cause(),
-        c.vendor_err
+        c.status(),
+        c.status().likely_cause(),
+        c.vendor_err()
     )
 }
 
@@ -263,7 +274,7 @@ pub fn run_write(
     if tq.mr.len() < own_landing + size {
         bail!("this side's buffer is too small for the peer's {size}-byte writes");
     }
-    let mark = |i: u64| if perftest { (i + 1) as u8 } else { mark(i) };
+    let mut next = 1u8;
     let stop_mark = (!perftest).then_some(STOP_MARK);
     let clock = Clock::get();
     let mut last_post: Option<Stamp> = None;
@@ -292,18 +303,20 @@ pub fn run_write(
     // One clock read per sample, as perftest's: the initiator's sample runs from its previous
     // round trip's end (the moment this write is posted, give or take the loop) to this one's.
     let mut t = clock.now();
-    let run_until = p.duration.map(|d| clock.after(t, d));
+    let run_until = p.duration.map_or(Stamp::NEVER, |d| clock.after(t, d));
     let mut i = 0u64;
     loop {
-        let last = i + 1 >= total || run_until.is_some_and(|u| t >= u);
+        let last = i + 1 >= total || t >= run_until;
+        // This iteration's mark.
+        let want = next;
+        next = next_mark(next, perftest);
         let v = match stop_mark {
             Some(stop) if last => stop,
-            _ => mark(i),
+            _ => want,
         };
         if side == Side::Responder {
             // The responder learns "last" from the mark itself (or, against perftest, from the
             // count both sides share), and echoes it.
-            let want = mark(i);
             let seen = writes.wait_landing(tq, (landing, want, stop_mark), i, p, stop)?;
             writes.wait_room(tq, p, WRITE_WINDOW)?;
             tq.mr.write_volatile(size - 1, seen);
@@ -424,10 +437,11 @@ pub fn run_serial(
     // One clock read per sample, as perftest's: a sample runs from the previous completion
     // (the moment this operation is posted, give or take the loop) to this one's.
     let mut t = clock.now();
-    let run_until = p.duration.map(|d| clock.after(t, d));
+    let run_until = p.duration.map_or(Stamp::NEVER, |d| clock.after(t, d));
     pulse.start(clock, t);
+    let mut wc = Wc::default();
     let mut i = 0u64;
-    while i < total && run_until.is_none_or(|u| t < u) {
+    while i < total && t < run_until {
         if p.drop_for_test == Some(i) {
             i += 1;
             continue;
@@ -443,9 +457,9 @@ pub fn run_serial(
         tq.qp.post_send_list(&mut list, 1)?;
         let mut deadline = Deadline::new(p.timeout);
         let mut spins = 0u32;
-        let c = loop {
-            if let Some(c) = tq.cq.poll_one()? {
-                break c;
+        loop {
+            if tq.cq.poll_into(&mut wc)? {
+                break;
             }
             if deadline.expired() {
                 return Err(anyhow!(
@@ -460,15 +474,15 @@ pub fn run_serial(
             if spins.is_multiple_of(256) && stop.load(Ordering::Relaxed) {
                 return Err(crate::exit::Interrupted.into());
             }
-        };
+        }
         let end = clock.now();
-        if !c.status.is_success() {
+        if !wc.status().is_success() {
             bail!(
                 "{name} {} with {} completed with {}: {}",
                 i + 1,
                 p.peer,
-                c.status,
-                c.status.likely_cause()
+                wc.status(),
+                wc.status().likely_cause()
             );
         }
         // (After the rare move of a full buffer or a beat, the next sample starts after it.)
@@ -493,6 +507,23 @@ pub fn run_serial(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// rdmadiag's mark of iteration `i`, as a formula.
+    fn mark(i: u64) -> u8 {
+        (i % 254) as u8 + 1
+    }
+
+    /// The loop's stepped marks are the iteration's: rdmadiag's `mark(i)`, perftest's `i + 1`.
+    #[test]
+    fn stepped_marks_are_the_iterations() {
+        let (mut ours, mut theirs) = (1u8, 1u8);
+        for i in 0..2000u64 {
+            assert_eq!(ours, mark(i), "rdmadiag's at {i}");
+            assert_eq!(theirs, (i + 1) as u8, "perftest's at {i}");
+            ours = next_mark(ours, false);
+            theirs = next_mark(theirs, true);
+        }
+    }
 
     #[test]
     fn marks_cycle_without_zero_or_stop() {

@@ -60,7 +60,8 @@ pub trait Beat {
 pub struct Pulse<'a> {
     beat: Option<&'a mut dyn Beat>,
     period: Duration,
-    next: Option<Stamp>,
+    /// When the next beat is due; `Stamp::NEVER` without beats (one compare a sample).
+    next: Stamp,
 }
 
 impl<'a> Pulse<'a> {
@@ -69,7 +70,7 @@ impl<'a> Pulse<'a> {
         Pulse {
             beat: None,
             period: Duration::ZERO,
-            next: None,
+            next: Stamp::NEVER,
         }
     }
 
@@ -78,14 +79,14 @@ impl<'a> Pulse<'a> {
         Pulse {
             beat: Some(beat),
             period,
-            next: None,
+            next: Stamp::NEVER,
         }
     }
 
     /// The loop starts at `now`.
     pub(crate) fn start(&mut self, clock: &Clock, now: Stamp) {
         if self.beat.is_some() {
-            self.next = Some(clock.after(now, self.period));
+            self.next = clock.after(now, self.period);
         }
     }
 
@@ -93,13 +94,11 @@ impl<'a> Pulse<'a> {
     /// then stale: read it again).
     #[inline(always)]
     pub(crate) fn beat_if_due(&mut self, clock: &Clock, now: Stamp) -> bool {
-        match self.next {
-            Some(at) if now >= at => {
-                self.beat_now(clock);
-                true
-            }
-            _ => false,
+        if now < self.next {
+            return false;
         }
+        self.beat_now(clock);
+        true
     }
 
     #[cold]
@@ -108,7 +107,7 @@ impl<'a> Pulse<'a> {
         if let Some(beat) = self.beat.as_mut() {
             beat.beat();
         }
-        self.next = Some(clock.after(clock.now(), self.period));
+        self.next = clock.after(clock.now(), self.period);
     }
 }
 

@@ -20,7 +20,7 @@ pub use cm::{
     CmEventChannel, CmEventKind, CmId, CmListener, IncomingRequest, REJECT_PRIVATE_DATA_MAX,
     explain_status, reject_reason,
 };
-pub use cq::{Completion, CompletionChannel, CompletionQueue, Reaped, WcOpcode, WcStatus};
+pub use cq::{Completion, CompletionChannel, CompletionQueue, Reaped, Wc, WcOpcode, WcStatus};
 pub use device::{Context, Device, DeviceAttr, DeviceList, PortAttr, netdev_name};
 pub use error::{VerbsError, errno_name};
 pub use mr::{Access, MemoryRegion, page_size};
