@@ -109,4 +109,7 @@ for k in ("pp", "rp", "pr", "rr"):
         sys.exit(f"no figures for {names[k]}")
     m = statistics.median(v)
     print(f"{names[k]:<44}{min(v):>9.2f}{m:>9.2f}{max(v):>9.2f}{m / base:>7.2f}x")
+print("\neach round's figure, in the order run (the guest's states show as two levels):")
+for k in ("pp", "rp", "pr", "rr"):
+    print(f"  {k}  " + " ".join(f"{x:.2f}" for x in figures[k]))
 PY
