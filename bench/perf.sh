@@ -173,8 +173,9 @@ lab_rc=0
 grep -v -e '^sample ' -e '^cmd ' "$work/lab.out" >&2 || true
 ((lab_rc == 0)) || die "the lab run failed (exit $lab_rc)"
 
-python3 - "$work/lab.out" "$n" "$bw_iters" "$lat_iters" "$rate_iters" "$pin" <<'PY'
+PYTHONPATH="$RDMADIAG_ROOT/bench/lib" python3 - "$work/lab.out" "$n" "$bw_iters" "$lat_iters" "$rate_iters" "$pin" <<'PY'
 import statistics, sys
+from states import state_split, state_line
 samples, cmds = {}, {}
 for line in open(sys.argv[1]):
     p = line.split()
@@ -200,30 +201,6 @@ rows = [
     ("lat_fadd", "lat fetch-add median", "us", False),
     ("lat_cswap", "lat cmp-swap median", "us", False),
 ]
-def state_split(ours, theirs):
-    """The guest's fast and slow states in one latency row: the threshold between two classes of
-    all rounds (both tools) with the least spread within each (in log terms), kept only where
-    the classes stand apart (their means 3 pooled standard deviations or more apart, 2+ rounds
-    each). Returns (threshold, (ours fast, ours slow), (theirs fast, theirs slow)) or None."""
-    import math
-    xs = sorted(math.log(x) for x in ours + theirs if x > 0)
-    best = None
-    for i in range(2, len(xs) - 1):
-        lo, hi = xs[:i], xs[i:]
-        within = sum((x - statistics.fmean(lo)) ** 2 for x in lo) + sum((x - statistics.fmean(hi)) ** 2 for x in hi)
-        if best is None or within < best[0]:
-            best = (within, i)
-    if best is None:
-        return None
-    within, i = best
-    lo, hi = xs[:i], xs[i:]
-    pooled = math.sqrt(within / max(len(xs) - 2, 1))
-    if statistics.fmean(hi) - statistics.fmean(lo) < 3 * pooled or pooled == 0:
-        return None
-    cut = math.exp((xs[i - 1] + xs[i]) / 2)
-    part = lambda v: ([x for x in v if x < cut], [x for x in v if x >= cut])
-    return cut, part(ours), part(theirs)
-
 titles = {
     "matched": "(a) MATCHED SETTINGS: rdmadiag set to what perftest runs with",
     "defaults": "(b) DEFAULTS AGAINST DEFAULTS (not matched: post list 16 vs 1, inline 236 vs 0)",
@@ -259,13 +236,7 @@ for table in ("matched", "defaults"):
               "that best separates both tools' round medians together; a median of rounds measures the mix):")
     for label, split in states:
         if split:
-            cut, (of, os_), (tf, ts) = split
-            def side(o, t):
-                if not o or not t:
-                    return f"{len(o)} vs {len(t)} rounds, no ratio"
-                return (f"{len(o)} vs {len(t)} rounds, medians {statistics.median(o):.2f} vs "
-                        f"{statistics.median(t):.2f}: {statistics.median(o) / statistics.median(t):.2f}x")
-            print(f"  {label:<22}under {cut:.2f} us: {side(of, tf)}; over: {side(os_, ts)}")
+            print(f"  {label:<22}{state_line(split, 'us', '.2f')}")
     print("command lines (client side; the server runs the same without the address):")
     for name, label, *_ in ran:
         print(f"  {label:<22}{cmds.get((table, name, 'rdmadiag'), '?')}")

@@ -81,8 +81,9 @@ lab_rc=0
 grep -v '^sample ' "$work/lab.out" >&2 || true
 ((lab_rc == 0)) || die "the lab run failed (exit $lab_rc)"
 
-python3 - "$work/lab.out" "$n" "$iters" "$size" "$clock" "$pin" <<'PY'
+PYTHONPATH="$RDMADIAG_ROOT/bench/lib" python3 - "$work/lab.out" "$n" "$iters" "$size" "$clock" "$pin" <<'PY'
 import statistics, sys
+from states import state_split, state_line
 samples = {"ibv": [], "rdmadiag": [], "perftest": []}
 for line in open(sys.argv[1]):
     p = line.split()
@@ -112,6 +113,12 @@ for k, label in (("ibv", "ibv_rc_pingpong"), ("rdmadiag", "rdmadiag pingpong")):
           f"{max(v):>9.1f}   {rt}")
 ours = [s[0] for s in samples["rdmadiag"]]
 theirs = [s[0] for s in samples["ibv"]]
+print("each round's usec/iter, in the order run:")
+print("  ibv_rc_pingpong    " + " ".join(f"{x:.1f}" for x in theirs))
+print("  rdmadiag pingpong  " + " ".join(f"{x:.1f}" for x in ours))
+split = state_split(ours, theirs)
+print("the guest's two states (split as bench/perf.sh does): " + (state_line(split, "us", ".1f") if split
+      else "one state (no two groups stand apart)"))
 rm = statistics.median(ours) / statistics.median(theirs)
 print(f"\nrdmadiag / ibv_rc_pingpong, ratio of medians: {rm:.2f}  "
       + ("goal <= 1.00: met" if rm <= 1.0 else "goal <= 1.00: NOT met"))
