@@ -456,6 +456,7 @@ fn assert_others_quiet(run: &FabricRun) {
     }
 }
 
+/// Each first-round pair's figures, then the suspects and retests (what a failed assertion needs).
 fn pair_summary(v: &Value) -> String {
     first_results(v)
         .iter()
@@ -471,6 +472,10 @@ fn pair_summary(v: &Value) -> String {
                 p["reason"]
             )
         })
+        .chain(std::iter::once(format!(
+            "suspects: {}\nretests: {}\n",
+            v["suspects"], v["retests"]
+        )))
         .collect()
 }
 
