@@ -17,7 +17,8 @@ def state_split(ours, theirs):
     best = None
     for i in range(2, len(xs) - 1):
         lo, hi = xs[:i], xs[i:]
-        within = sum((x - statistics.fmean(lo)) ** 2 for x in lo) + sum((x - statistics.fmean(hi)) ** 2 for x in hi)
+        mlo, mhi = statistics.fmean(lo), statistics.fmean(hi)
+        within = sum((x - mlo) ** 2 for x in lo) + sum((x - mhi) ** 2 for x in hi)
         if best is None or within < best[0]:
             best = (within, i)
     if best is None:
