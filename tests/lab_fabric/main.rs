@@ -497,25 +497,27 @@ fn pair_summary(v: &Value) -> String {
 
 /// A run of the healthy fabric, once more when the first named a suspect (rank 0 exit 3 with
 /// all six pairs measured and no rank missing): the lab's noise makes a false suspect now and
-/// then (CI of 3ffdf64, here: fab3 -> fab2 at 0.67 x of the reference, latencies of 175 us to
-/// 4.1 ms, the guests in their 4 ms tick state, the link confirmed on its retests; CI of
+/// then (CI of 3ffdf64, in a_: fab3 -> fab2 at 0.67 x of the reference, latencies of 175 us
+/// to 4.1 ms, the guests in their 4 ms tick state, the link confirmed on its retests; CI of
 /// c72debb, in e_: fab1 - fab2 at 0.107 / 0.111 Gb/s against 0.104-0.139 on the other pairs,
 /// every latency about 4 ms). The second run is the one the test judges: two in a row with a
-/// suspect fail it.
-fn healthy_fabric(launch: Launch, args: &[&str]) -> FabricRun {
+/// suspect fail it. Returns the run judged and its report (rank 0's JSON, read once).
+fn healthy_fabric(launch: Launch, args: &[&str]) -> (FabricRun, Value) {
     let first = fabric(launch, args, None);
     let v = first.report();
     let noisy = first.rank0().rc == Some(3)
         && v["missing"] == serde_json::json!([])
         && first_results(&v).len() == 6;
     if !noisy {
-        return first;
+        return (first, v);
     }
     eprintln!(
         "a suspect in a healthy fabric (the lab's noise?); one more run must be clean:\n{}",
         pair_summary(&v)
     );
-    fabric(launch, args, None)
+    let run = fabric(launch, args, None);
+    let v = run.report();
+    (run, v)
 }
 
 #[test]
@@ -523,8 +525,7 @@ fn healthy_fabric(launch: Launch, args: &[&str]) -> FabricRun {
 fn a_healthy_fabric_has_six_pairs_and_no_suspects() {
     require_fabric();
     let _clean = Impaired::none();
-    let run = healthy_fabric(Launch::Slurm, &args(&[]));
-    let v = run.report();
+    let (run, v) = healthy_fabric(Launch::Slurm, &args(&[]));
     assert_eq!(
         run.rank0().rc,
         Some(0),
@@ -711,8 +712,7 @@ fn d_a_rank_killed_mid_run_is_named_and_nothing_hangs() {
 fn e_hosts_list_without_a_launcher_finds_ranks_by_hostname() {
     require_fabric();
     let _clean = Impaired::none();
-    let run = healthy_fabric(Launch::NoLauncherEnv, &args(&["--hosts", "fab[1-4]"]));
-    let v = run.report();
+    let (run, v) = healthy_fabric(Launch::NoLauncherEnv, &args(&["--hosts", "fab[1-4]"]));
     assert_eq!(
         run.rank0().rc,
         Some(0),
