@@ -4,6 +4,9 @@
 //! with a latency spike, one test in 50, scheduled or retest), rxe-like error counters rising on every pair,
 //! one fault planted per case; the real verdict (`verdict::judge`, retests with fresh noise
 //! included) judges them and each case prints the suspects it found, missed and named falsely.
+//! Two cases add the lab's load (a pair beside another in its round at 0.67 x the speed of one
+//! alone): a healthy fabric, and a link at 60 % under load only, which the verdict misses today
+//! (charged by the loaded schedule, cleared by its retest alone: a known miss, no goal).
 //!
 //! Sizes: `RDMADIAG_VERDICT_SIM_N` (default `4,8,64,512`), pattern all-pairs (`quick` with
 //! `RDMADIAG_VERDICT_SIM_PATTERN=quick`: a group is then 8 slow hosts, as its members are
@@ -20,11 +23,11 @@
 //! healthy fabric at +-20 %; the bad switch is one group, not 8 hosts.
 
 use rdmadiag::fabric::coordinator::Outcome;
-use rdmadiag::fabric::schedule::{Pattern, Schedule};
+use rdmadiag::fabric::schedule::{Pair, Pattern, Schedule, pack};
 use rdmadiag::fabric::verdict::{Figures, Sheet, Thresholds, Verdict, judge, judge_sheet_keeping};
 use rdmadiag::report::Style;
 use rdmadiag::report::fabric::{FabricSettings, HostInfo, fabric_text};
-use rdmadiag::report::fabric::{PairResult, Suspects};
+use rdmadiag::report::fabric::{PairResult, SuspectKind, SuspectNote, Suspects};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A seeded generator (splitmix64) for the noise.
@@ -137,6 +140,15 @@ fn env_number(var: &str, default: u64) -> u64 {
 const BW: f64 = 90.0;
 const LAT: f64 = 2.0;
 
+/// The lab's load: a pair measured beside others (a scheduled round, two pairs on the 2 cores
+/// of a host's machine) runs at 0.67 x the speed of one alone (a retest alone measured 1.2 to
+/// 2.0 x the scheduled reference, ten healthy lab fabric runs of b537b70).
+const LAB_LOAD: f64 = 0.67;
+
+/// A round of this many pairs or more loads its pairs (the [`Fabric`]'s `load` and
+/// `loaded_links`); fewer run alone.
+const LOADED_AT: usize = 2;
+
 /// A fabric: each host's NIC rate and its send and receive factors, slow links, a switch group.
 struct Fabric {
     n: u32,
@@ -148,6 +160,13 @@ struct Fabric {
     one_way: BTreeMap<(u32, u32), f64>,
     /// Hosts behind one switch, and the factor of their links out of it.
     group: (BTreeSet<u32>, f64),
+    /// The load: every bandwidth figure's factor in a round of [`LOADED_AT`] pairs or more
+    /// (scheduled: the schedule's round; retest: its packed retest round), as the lab's
+    /// shared host cores slow each test beside another. None: a pair runs as fast in any round.
+    load: Option<f64>,
+    /// Links slow only under load (an oversubscribed uplink, congestion): their factor, both
+    /// ways, in a round of [`LOADED_AT`] pairs or more; alone they run at full speed.
+    loaded_links: BTreeMap<(u32, u32), f64>,
     noise: Noise,
     /// The schedule it is tested with (quick rarely pairs two hosts of one group), and its seed.
     pattern: Pattern,
@@ -164,6 +183,8 @@ impl Fabric {
             links: BTreeMap::new(),
             one_way: BTreeMap::new(),
             group: (BTreeSet::new(), 1.0),
+            load: None,
+            loaded_links: BTreeMap::new(),
             noise,
             pattern,
             seed,
@@ -190,6 +211,23 @@ impl Fabric {
         BW * ends * link * switch * self.wobble(rng, false)
     }
 
+    /// Whether the load model is in play (else a pair's round does not matter, and the
+    /// retests are not packed to find theirs).
+    fn loads(&self) -> bool {
+        self.load.is_some() || !self.loaded_links.is_empty()
+    }
+
+    /// The load's factor of pair a - b's bandwidth in a round of `concurrent` pairs: 1 alone,
+    /// else `load` times the link's own under load. The latency is not loaded (the lab: two
+    /// retests at once measured 0.88 to 1.12 x).
+    fn loaded(&self, a: u32, b: u32, concurrent: usize) -> f64 {
+        if concurrent < LOADED_AT {
+            return 1.0;
+        }
+        let link = self.loaded_links.get(&(a.min(b), a.max(b))).copied();
+        self.load.unwrap_or(1.0) * link.unwrap_or(1.0)
+    }
+
     /// A figure's noise factor (bandwidth, or latency with `lat`).
     fn wobble(&self, rng: &mut Rng, lat: bool) -> f64 {
         match self.noise {
@@ -210,13 +248,13 @@ impl Fabric {
         Some([between(0.3, 0.7), between(0.3, 0.7), between(2.5, 4.5)])
     }
 
-    /// A pair's figures and counters (a is the lower rank): rxe retransmits on every pair,
-    /// +1..+13 and +1..+6 of two counters on a, as the lab shows; in the lab's noise, a test
-    /// stalls now and then (drawn from `stalls`, its own stream: the noise is drawn as before).
+    /// A pair's figures and counters (a is the lower rank), measured in a round of
+    /// `concurrent` pairs: rxe retransmits on every pair, +1..+13 and +1..+6 of two counters
+    /// on a, as the lab shows; in the lab's noise, a test stalls now and then (drawn from
+    /// `stalls`, its own stream: the noise is drawn as before). The load draws nothing.
     fn measure(
         &self,
-        a: u32,
-        b: u32,
+        (a, b, concurrent): (u32, u32, usize),
         stalls: &mut Stalls,
         rng: &mut Rng,
     ) -> (u32, u32, Figures, [u64; 2]) {
@@ -224,16 +262,23 @@ impl Fabric {
         let rises = [1 + rng.next() % 13, 1 + rng.next() % 6];
         let stall = self.stall(stalls.1, &mut stalls.0);
         let [x, y, l] = stall.unwrap_or([1.0; 3]);
+        let load = self.loaded(a, b, concurrent);
         let f = Figures {
-            bw_gbps: Some(x * self.bw(a, b, rng)),
-            bw_gbps_reverse: Some(y * self.bw(b, a, rng)),
+            bw_gbps: Some(x * load * self.bw(a, b, rng)),
+            bw_gbps_reverse: Some(y * load * self.bw(b, a, rng)),
             lat_us: Some(l * LAT * self.wobble(rng, true)),
         };
         (a, b, f, rises)
     }
 
-    fn pair(&self, a: u32, b: u32, round: u32, stalls: &mut Stalls, rng: &mut Rng) -> PairResult {
-        let (a, b, f, rises) = self.measure(a, b, stalls, rng);
+    fn pair(
+        &self,
+        pair: (u32, u32, usize),
+        round: u32,
+        stalls: &mut Stalls,
+        rng: &mut Rng,
+    ) -> PairResult {
+        let (a, b, f, rises) = self.measure(pair, stalls, rng);
         let moved = COUNTERS.iter().map(|c| c.to_string()).zip(rises).collect();
         PairResult {
             a: name(a),
@@ -272,6 +317,9 @@ struct Case {
     /// noise (a fault the lab tests plant), not only at +-5 %.
     at_20: bool,
     in_lab: bool,
+    /// A fault the verdict is known to miss today, and why: no goal, its row reported as a
+    /// known miss (and said when it is named after all), a test of its own asserting the miss.
+    known_miss: Option<&'static str>,
 }
 
 /// Hosts spread over the fabric, never rank 0 (the coordinator's host is no different, but
@@ -303,6 +351,14 @@ fn one_way_link(f: &mut Fabric, factor: f64) -> BTreeSet<String> {
     [format!("link {}-{}", name(a), name(b))].into()
 }
 
+/// The lab's load on every pair, and a scheduled link slow to `factor` under load only.
+fn loaded_link(f: &mut Fabric, factor: f64) -> BTreeSet<String> {
+    f.load = Some(LAB_LOAD);
+    let (a, b) = scheduled_pair(f);
+    f.loaded_links.insert((a, b), factor);
+    [format!("link {}-{}", name(a), name(b))].into()
+}
+
 /// Slow the NICs of `k` spread hosts to `factor` of the rest; returns the expected suspects.
 fn slow_nics(f: &mut Fabric, k: u32, factor: f64) -> BTreeSet<String> {
     spread(f.n, k)
@@ -327,6 +383,19 @@ const CASES: &[Case] = &[
         plant: |_| BTreeSet::new(),
         at_20: true,
         in_lab: true,
+        known_miss: None,
+    },
+    Case {
+        // The lab's load: a lone retest runs 1.5 x the loaded reference, and clears.
+        name: "healthy, loaded",
+        min_hosts: 4,
+        plant: |f| {
+            f.load = Some(LAB_LOAD);
+            BTreeSet::new()
+        },
+        at_20: true,
+        in_lab: true,
+        known_miss: None,
     },
     Case {
         name: "1 host at 50 %",
@@ -334,6 +403,7 @@ const CASES: &[Case] = &[
         plant: |f| slow_nics(f, 1, 0.5),
         at_20: false,
         in_lab: true,
+        known_miss: None,
     },
     Case {
         name: "1 host at 80 %",
@@ -341,6 +411,7 @@ const CASES: &[Case] = &[
         plant: |f| slow_nics(f, 1, 0.8),
         at_20: false,
         in_lab: false,
+        known_miss: None,
     },
     Case {
         name: "2 % of hosts at 70 %",
@@ -348,6 +419,7 @@ const CASES: &[Case] = &[
         plant: |f| slow_nics(f, (f.n as f64 * 0.02).ceil() as u32, 0.7),
         at_20: false,
         in_lab: false,
+        known_miss: None,
     },
     Case {
         name: "1 link at 50 %",
@@ -359,6 +431,7 @@ const CASES: &[Case] = &[
         },
         at_20: false,
         in_lab: true,
+        known_miss: None,
     },
     Case {
         name: "1 link one way at 10 %",
@@ -366,6 +439,7 @@ const CASES: &[Case] = &[
         plant: |f| one_way_link(f, 0.1),
         at_20: true,
         in_lab: true,
+        known_miss: None,
     },
     Case {
         name: "1 link one way at 30 %",
@@ -373,6 +447,7 @@ const CASES: &[Case] = &[
         plant: |f| one_way_link(f, 0.3),
         at_20: true,
         in_lab: true,
+        known_miss: None,
     },
     Case {
         name: "1 link one way at 50 %",
@@ -380,6 +455,7 @@ const CASES: &[Case] = &[
         plant: |f| one_way_link(f, 0.5),
         at_20: true,
         in_lab: false,
+        known_miss: None,
     },
     Case {
         name: "a switch of 8 at 50 % out",
@@ -398,6 +474,7 @@ const CASES: &[Case] = &[
         },
         at_20: false,
         in_lab: false,
+        known_miss: None,
     },
     Case {
         name: "1 host sends at 50 %",
@@ -409,6 +486,7 @@ const CASES: &[Case] = &[
         },
         at_20: true,
         in_lab: true,
+        known_miss: None,
     },
     Case {
         name: "1 host receives at 50 %",
@@ -420,8 +498,29 @@ const CASES: &[Case] = &[
         },
         at_20: true,
         in_lab: true,
+        known_miss: None,
+    },
+    Case {
+        name: "1 link at 60 % loaded only",
+        min_hosts: 4,
+        plant: |f| loaded_link(f, 0.6),
+        at_20: false,
+        in_lab: false,
+        known_miss: Some(
+            "charged by the loaded schedule, cleared by its retest alone \
+             (a_link_slow_only_under_load_is_cleared_by_lone_retests_today)",
+        ),
     },
 ];
+
+/// A host's or link's note as [`named`] names it ("host h0002", "link h0001-h0003").
+fn note_key(note: &SuspectNote) -> Option<String> {
+    match note.kind {
+        SuspectKind::Link => Some(format!("link {}", note.name.replace(" - ", "-"))),
+        SuspectKind::Host => Some(format!("host {}", note.name)),
+        _ => None,
+    }
+}
 
 fn named(s: &Suspects) -> BTreeSet<String> {
     let mut out: BTreeSet<String> = s.hosts.iter().map(|h| format!("host {h}")).collect();
@@ -467,6 +566,24 @@ fn scheduled_stalls_of(f: &Fabric) -> Stalls {
     )
 }
 
+/// A retest round's unique pairs, each with the number of pairs in its retest round: packed
+/// as the coordinator packs them (`schedule::pack`), kept in their order (the figures are
+/// drawn as before: the verdict takes each pair's result whatever their order). Without the
+/// load model each is alone (not packed: its round does not matter).
+fn packed(f: &Fabric, pairs: Vec<Pair>) -> Vec<(u32, u32, usize)> {
+    if !f.loads() {
+        return pairs.into_iter().map(|(a, b)| (a, b, 1)).collect();
+    }
+    let sizes: std::collections::HashMap<Pair, usize> = pack(f.n, pairs.clone())
+        .into_iter()
+        .flat_map(|round| {
+            let k = round.len();
+            round.into_iter().map(move |p| (p, k))
+        })
+        .collect();
+    pairs.into_iter().map(|p| (p.0, p.1, sizes[&p])).collect()
+}
+
 /// The fabric's scheduled pairs and retests as results, and the verdict on them (what the
 /// coordinator does).
 fn judged(f: &Fabric, t: &Thresholds) -> (Verdict, Vec<PairResult>) {
@@ -476,17 +593,19 @@ fn judged(f: &Fabric, t: &Thresholds) -> (Verdict, Vec<PairResult>) {
     let schedule = Schedule::new(f.pattern, f.n, f.seed);
     let mut pairs = Vec::with_capacity(schedule.pairs());
     for r in 0..schedule.rounds() {
-        for (a, b) in schedule.round(r) {
-            pairs.push(f.pair(a, b, r as u32 + 1, &mut scheduled, &mut rng));
+        let round = schedule.round(r);
+        for &(a, b) in &round {
+            let pair = (a, b, round.len());
+            pairs.push(f.pair(pair, r as u32 + 1, &mut scheduled, &mut rng));
         }
     }
     let ranks: Vec<(u32, String)> = (0..f.n).map(|r| (r, name(r))).collect();
     let rounds = schedule.rounds() as u32;
     let verdict = judge(&mut pairs, &ranks, &BTreeSet::new(), t, |retests| {
         Ok::<_, ()>(
-            retests
+            packed(f, retests)
                 .into_iter()
-                .map(|(a, b)| f.pair(a, b, rounds + 1, &mut stalls, &mut rng))
+                .map(|pair| f.pair(pair, rounds + 1, &mut stalls, &mut rng))
                 .collect::<Vec<_>>(),
         )
     })
@@ -510,8 +629,9 @@ fn judged_lean(
     sheet.reserve(schedule.pairs(), COUNTERS.len() * schedule.pairs());
     let mut scheduled = scheduled_stalls_of(f);
     for r in 0..schedule.rounds() {
-        for (a, b) in schedule.round(r) {
-            let (a, b, figures, rises) = f.measure(a, b, &mut scheduled, &mut rng);
+        let round = schedule.round(r);
+        for &(a, b) in &round {
+            let (a, b, figures, rises) = f.measure((a, b, round.len()), &mut scheduled, &mut rng);
             let rises = [(a, ids[0], rises[0]), (a, ids[1], rises[1])];
             sheet.push(a, b, figures, None, &rises);
         }
@@ -527,9 +647,9 @@ fn judged_lean(
         &BTreeSet::new(),
         t,
         move |pairs| {
-            Ok::<_, ()>(pairs.into_iter().map(move |(a, b)| {
+            Ok::<_, ()>(packed(f, pairs).into_iter().map(move |pair| {
                 let stalls = &mut *stalls.borrow_mut();
-                f.pair(a, b, rounds + 1, stalls, &mut rng.borrow_mut())
+                f.pair(pair, rounds + 1, stalls, &mut rng.borrow_mut())
             }))
         },
         |p| {
@@ -635,14 +755,8 @@ fn the_verdict_finds_every_planted_fault_and_no_false_suspect_up_to_512_hosts() 
                     if std::env::var_os("RDMADIAG_VERDICT_SIM_FALSE_NOTES").is_some() {
                         // Each false suspect's note: its charges and its retests' figures.
                         for note in &v.notes {
-                            let key = match note.kind {
-                                rdmadiag::report::fabric::SuspectKind::Link => {
-                                    format!("link {}", note.name.replace(" - ", "-"))
-                                }
-                                rdmadiag::report::fabric::SuspectKind::Host => {
-                                    format!("host {}", note.name)
-                                }
-                                _ => continue,
+                            let Some(key) = note_key(note) else {
+                                continue;
                             };
                             let what = if note.confirmed && false_ones.contains(&key) {
                                 "FALSE"
@@ -666,15 +780,18 @@ fn the_verdict_finds_every_planted_fault_and_no_false_suspect_up_to_512_hosts() 
                         }
                     }
                     let goal = match noise {
+                        _ if case.known_miss.is_some() => false,
                         Noise::Uniform(x) if x < 0.1 => true,
                         Noise::Uniform(_) => case.at_20,
                         Noise::Lab => case.in_lab && n <= LAB_NOISE_GOAL_HOSTS,
                     }
                     .then_some(missed.is_empty() && false_ones.is_empty() && !fails);
-                    let mark = match goal {
-                        Some(true) => "met",
-                        Some(false) => "MISSED",
-                        None => "(report)",
+                    let mark = match (goal, case.known_miss) {
+                        (_, Some(_)) if missed.is_empty() => "known miss: named",
+                        (_, Some(_)) => "known miss: missed",
+                        (Some(true), _) => "met",
+                        (Some(false), _) => "MISSED",
+                        (None, _) => "(report)",
                     };
                     table.push_str(&format!(
                         "{n:>5} {:>5} {:<26} {seed:>4} | {:<40} | {:<30} | {:<30} | {mark}\n",
@@ -729,6 +846,9 @@ fn the_verdict_finds_every_planted_fault_and_no_false_suspect_up_to_512_hosts() 
         }
     }
     println!("{table}");
+    for (case, why) in CASES.iter().filter_map(|c| Some((c.name, c.known_miss?))) {
+        println!("{case}: a known miss, no goal: {why}");
+    }
     println!(
         "{runs} verdicts in {:.1} s, the slowest {:.1} s (the figures' simulation not counted)",
         spent.as_secs_f64(),
@@ -843,12 +963,17 @@ fn a_sheet_of_the_pairs_is_judged_as_the_pairs_themselves_are() {
     // The table judges lean sheets; the coordinator judges its results: one verdict, to the
     // last word, whichever way the pairs came (a slow host, a one-way link and a group, so
     // that retests run and held links are released).
-    for (n, plant) in [(8, 0), (64, 1), (64, 2)] {
+    // The last under the lab's load: its retests packed into rounds of their own sizes.
+    for (n, plant) in [(8, 0), (64, 1), (64, 2), (8, 3)] {
         let mut f = Fabric::healthy(n, Noise::Lab, Pattern::AllPairs, 7);
         match plant {
             0 => f.nic[3] = 0.6,
             1 => f.send[5] = 0.5,
-            _ => f.group = ((8..16).collect(), 0.5),
+            2 => f.group = ((8..16).collect(), 0.5),
+            _ => {
+                f.nic[3] = 0.6;
+                f.load = Some(LAB_LOAD);
+            }
         }
         one_way_link(&mut f, 0.3);
         let (lean, sheet, retests, _) = judged_lean(&f, &Thresholds::default());
@@ -860,5 +985,40 @@ fn a_sheet_of_the_pairs_is_judged_as_the_pairs_themselves_are() {
         );
         assert_eq!(sheet.figs().len() + retests.len(), pairs.len());
         assert_eq!(retests[..], pairs[sheet.figs().len()..]);
+    }
+}
+
+#[test]
+fn a_link_slow_only_under_load_is_cleared_by_lone_retests_today() {
+    // A KNOWN MISS, asserted as today's behaviour: under the lab's load, a link at 60 % in
+    // every loaded round (an oversubscribed uplink) is charged by the schedule, then retested
+    // alone (the only suspect: a retest round of one pair), where it runs at full speed, 1.5 x
+    // the reference the loaded schedule measured: cleared. The fix (retests judged against
+    // control pairs run beside them, at the same load) names it: this test must then be
+    // inverted, and the table's row lose its known_miss.
+    for n in [4, 5, 7, 8] {
+        for seed in 1..=3 {
+            let at = format!("{n} hosts, seed {seed}");
+            let mut f = Fabric::healthy(n, Noise::Uniform(0.05), Pattern::AllPairs, seed);
+            let link = loaded_link(&mut f, 0.6);
+            let (v, ..) = judged_lean(&f, &Thresholds::default());
+            let note = v
+                .notes
+                .iter()
+                .find(|x| note_key(x).is_some_and(|k| link.contains(&k)))
+                .unwrap_or_else(|| panic!("{at}: the schedule did not charge {link:?}"));
+            assert!(note.retests > 0, "{at}: {link:?} not retested: {note:?}");
+            assert!(
+                !note.confirmed && named(&v.suspects).is_disjoint(&link),
+                "{at}: {link:?} named: the known miss is fixed? Invert this test and drop the \
+                 table row's known_miss: {note:?}"
+            );
+            // The same link slow in every round, alone too, is named: 60 % is seen.
+            let mut f = Fabric::healthy(n, Noise::Uniform(0.05), Pattern::AllPairs, seed);
+            let (a, b) = scheduled_pair(&f);
+            f.links.insert((a, b), 0.6);
+            let (suspects, _) = run(&f, &Thresholds::default());
+            assert_eq!(named(&suspects), link, "{at}: slow in every round");
+        }
     }
 }
