@@ -311,8 +311,6 @@ impl Sheet {
             flagged: false,
             reason: None,
             retested: false,
-            control: false,
-            control_bw_gbps: None,
         }
     }
 }

@@ -12,12 +12,13 @@ pub(super) fn judged_with_retests(
 ) -> Verdict {
     let n = p.iter().map(|q| q.b_rank + 1).max().unwrap_or(0);
     let ranks: Vec<(u32, String)> = (0..n).map(|r| (r, name(r))).collect();
-    judge(p, &ranks, &BTreeSet::new(), t, |planned| {
+    let mut round = 0;
+    judge(p, &ranks, &BTreeSet::new(), t, |pairs| {
+        round += 1;
         Ok::<_, ()>(
-            planned
-                .pairs()
+            pairs
                 .iter()
-                .map(|(a, b)| retest(planned.round, *a, *b))
+                .map(|(a, b)| retest(round, *a, *b))
                 .collect::<Vec<_>>(),
         )
     })

@@ -214,11 +214,7 @@ pub fn fabric_text(r: &FabricReport, style: Style) -> String {
                 "  {} - {}{} (round {}): {}",
                 p.a,
                 p.b,
-                match (p.control, p.retested) {
-                    (true, _) => " [control]",
-                    (_, true) => " [retest]",
-                    _ => "",
-                },
+                if p.retested { " [retest]" } else { "" },
                 p.round,
                 p.reason.as_deref().unwrap_or("flagged")
             );
@@ -251,18 +247,10 @@ pub fn fabric_text(r: &FabricReport, style: Style) -> String {
         let rt = &r.retests;
         let _ = writeln!(
             out,
-            "\nsuspects (retested until decided: {} retest(s) in {} of at most {} rounds{}{})",
+            "\nsuspects (retested until decided: {} retest(s) in {} of at most {} rounds{})",
             rt.pairs,
             rt.rounds,
             rt.budget_rounds,
-            if rt.controls > 0 || rt.rounds_without_controls > 0 {
-                format!(
-                    "; beside {} control pair test(s), {} retest round(s) without one",
-                    rt.controls, rt.rounds_without_controls
-                )
-            } else {
-                String::new()
-            },
             if rt.stalled > 0 {
                 format!("; {} stalled, their bandwidth not counted", rt.stalled)
             } else {
