@@ -101,6 +101,21 @@ fabric_boot() {
         </dev/null >"$run/qemu$i.log" 2>&1 &
 }
 
+# fabric_nic_stalls: one line on stderr per guest whose kernel logged a transmit timeout on eth0 (the
+# virtio NIC stopped sending for 5 s or more: that guest's packets, Slurm's included, were held up), with
+# the count and the first and last such lines. Seen under TCG: a test that hangs on such a guest is
+# the lab's, not rdmadiag's.
+fabric_nic_stalls() {
+    local i n
+    for ((i = 1; i <= hosts; i++)); do
+        [[ -s $run/console$i ]] || continue
+        n=$(grep -cE 'NETDEV WATCHDOG|TX timeout' "$run/console$i" || true)
+        ((n > 0)) || continue
+        echo "lab: fab$i's NIC stalled: $n transmit-timeout lines on its console; first and last:" >&2
+        grep -E 'NETDEV WATCHDOG|TX timeout' "$run/console$i" | sed -n '1p;$p' | sed "s/^/[fab$i] /" >&2
+    done
+}
+
 # fabric_diagnose: after a failed run, what each guest left behind (stderr).
 fabric_diagnose() {
     local i
@@ -154,6 +169,7 @@ run_fabric() {
         kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
     done
     fabric_pids=()
+    fabric_nic_stalls
 
     if [[ -s $run/rc ]]; then
         rc=$(cat "$run/rc")

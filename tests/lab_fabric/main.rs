@@ -70,13 +70,23 @@ fn require_fabric() {
     );
 }
 
+/// How long lab-impair may take: it reaches the other guests through `srun -w`, which waits as long as
+/// Slurm cannot reach a node (a guest whose NIC stalled), and a test's cleanup must not hang on that.
+const IMPAIR_DEADLINE: &str = "90";
+
+/// `timeout -k 5 90 scripts/lib/lab-impair ARGS` (exit 124 when it ran out of time).
+fn impair_command(args: &[&str]) -> Command {
+    let tool = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/lib/lab-impair");
+    let mut cmd = Command::new("timeout");
+    cmd.args(["-k", "5", IMPAIR_DEADLINE]).arg(tool).args(args);
+    cmd
+}
+
 /// scripts/lib/lab-impair, run on fab1.
 fn impair(args: &[&str]) {
-    let tool = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/lib/lab-impair");
-    let out = Command::new(&tool)
-        .args(args)
+    let out = impair_command(args)
         .output()
-        .unwrap_or_else(|e| panic!("run {}: {e}", tool.display()));
+        .unwrap_or_else(|e| panic!("run lab-impair {args:?}: {e}"));
     assert!(
         out.status.success(),
         "lab-impair {args:?} failed ({:?}): {}",
@@ -106,8 +116,7 @@ impl Impaired {
 impl Drop for Impaired {
     fn drop(&mut self) {
         if self.set {
-            let tool = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/lib/lab-impair");
-            let _ = Command::new(tool).arg("clear").status();
+            let _ = impair_command(&["clear"]).status();
         }
     }
 }
@@ -255,7 +264,9 @@ fn fabric(launch: Launch, args: &[&str], kill_rank: Option<u32>) -> FabricRun {
         if start.elapsed() > RUN_DEADLINE {
             let _ = child.kill();
             let _ = child.wait();
-            let _ = Command::new("scancel").arg("--user=root").status();
+            let _ = Command::new("timeout")
+                .args(["-k", "5", "30", "scancel", "--user=root"])
+                .status();
             panic!(
                 "the fabric run hung: srun still running after {RUN_DEADLINE:?} (args {args:?}); outputs in {}",
                 dir.display()
