@@ -8,8 +8,8 @@
 # Runs tests/fabric_verdict.rs (the same cases and goals as `cargo test`: a healthy fabric, 1 host
 # at 50 % and 80 %, 2 % of hosts at 70 %, 1 link at 50 %, one direction of 1 link at 10 %, 30 % and
 # 50 %, a switch of 8, 1 host sending at 50 % and 1 receiving at 50 %, a healthy fabric under the
-# lab's load and 1 link at 60 % under load only (a known miss), each at +-5 % and +-20 %
-# noise and in the lab's own noise (tests/data/fabric-lab-noise.json resampled, one test in 50
+# lab's load and 1 link at 60 % and at 65 % under load only (retested beside control pairs),
+# each at +-5 % and +-20 % noise and in the lab's own noise (tests/data/fabric-lab-noise.json resampled, one test in 50
 # stalled, scheduled or retest: RDMADIAG_VERDICT_SIM_STALL for the retests and
 # RDMADIAG_VERDICT_SIM_STALL_SCHEDULED for the scheduled tests, 0 for none), retests included)
 # with optimisations, one seed, and prints each case's suspects found, missed and named

@@ -919,8 +919,17 @@ fn a_slow_host_is_found_retested_and_confirmed() {
     let o = sim.outcome.unwrap();
     assert_eq!(o.suspects.hosts, ["sim2"]);
     assert!(o.suspects.links.is_empty());
-    let retests: Vec<_> = o.pairs.iter().filter(|p| p.retested).collect();
+    let retests: Vec<_> = (o.pairs.iter())
+        .filter(|p| p.retested && !p.control)
+        .collect();
     assert_eq!(retests.len(), 1);
+    // Beside it, one control pair of the two hosts it left idle (5 hosts: 2 pairs at once),
+    // judged by no rule; counted apart from the retests.
+    let controls: Vec<_> = o.pairs.iter().filter(|p| p.control).collect();
+    assert_eq!(controls.len(), 1, "{controls:?}");
+    assert!(controls[0].retested && !controls[0].flagged && !controls[0].has("sim2"));
+    assert_eq!((o.retests.pairs, o.retests.controls), (1, 1));
+    assert_eq!(retests[0].round, controls[0].round);
     assert!(retests[0].has("sim2") && retests[0].flagged);
     assert!(o.notes[0].confirmed);
     assert_eq!(o.exit_code, 3);

@@ -10,7 +10,7 @@ use super::audit;
 use super::auth::Auth;
 use super::conn::{self, Conn, Event, Rendezvous};
 use super::protocol::{PairSide, Peer, ToCoordinator, ToRank};
-use super::schedule::{Pair, Schedule, pack};
+use super::schedule::{Pair, Schedule};
 use super::verdict::{self, Thresholds};
 use crate::connect::key::TestKey;
 use crate::report::fabric::config::{ConfigFinding, Field, Severity};
@@ -301,6 +301,8 @@ impl Run<'_> {
             flagged: false,
             reason: None,
             retested,
+            control: false,
+            control_bw_gbps: None,
         }
     }
 }
@@ -457,15 +459,11 @@ pub fn coordinate(
         &ranks,
         &missing_names,
         &cfg.thresholds,
-        |unique| {
-            let packed = pack(cfg.size, unique);
-            let mut out = Vec::new();
-            let planned = rounds as usize + packed.len();
-            for rp in &packed {
-                rounds += 1;
-                out.extend(run.round(rounds, rp, true)?);
-                progress.round_done(rounds as usize, planned);
-            }
+        // One retest round at a time, its retests and controls at once (the verdict plans it).
+        |planned| {
+            rounds += 1;
+            let out = run.round(rounds, &planned.pairs(), true)?;
+            progress.round_done(rounds as usize, rounds as usize);
             Ok::<_, anyhow::Error>(out)
         },
     )?;

@@ -22,7 +22,12 @@
 //! - **One suspect, one entry**: charges against one host, link or group are merged ([`merge`]).
 //! - **Retests** ([`retest`]): round after round within `--retest-rounds`, until each suspect
 //!   is decided: cleared by retests at the ratio, confirmed when a direction was gross twice or
-//!   the retests alone stand out over [`MIN_RETESTS_TO_CONFIRM`] of them, else undecided. A
+//!   the retests alone stand out over [`MIN_RETESTS_TO_CONFIRM`] of them, else undecided. Each
+//!   retest round runs at a scheduled round's load: its retests packed so that no host runs two,
+//!   the hosts left idle paired by control pairs the schedule measured healthy (judged by no
+//!   rule); a retest's bandwidth is judged against its round's controls where they ran faster
+//!   than the reference beyond the noise ([`CONTROL_SIGMAS`]; the gross floor and the latency
+//!   stay the reference's), else against the reference. A
 //!   retest whose latency is [`STALL_LAT_RATIO`] x the reference or more (or above
 //!   `--max-lat-ratio`, when that is higher) was measured while a host stalled: its bandwidth
 //!   counts neither way and the suspect is retested again; with stalls alone when the budget
@@ -336,9 +341,28 @@ impl Verdict {
     }
 }
 
+/// One retest round to run at once ([`judge`]'s `run_retests`): the retests of suspects, then
+/// control pairs (pairs the schedule measured healthy, between idle hosts) that give the round
+/// a scheduled round's load and measure its yardstick. The result of every pair is wanted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetestRound {
+    /// The verdict's retest round (1-based): its retests may be packed into several of these.
+    pub round: u32,
+    pub retests: Vec<Pair>,
+    pub controls: Vec<Pair>,
+}
+
+impl RetestRound {
+    /// Its pairs, the retests first.
+    pub fn pairs(&self) -> Vec<Pair> {
+        self.retests.iter().chain(&self.controls).copied().collect()
+    }
+}
+
 /// Judge the scheduled `pairs` (flagging them): reference, suspects, then up to
-/// `t.retest_rounds` rounds of retests through `run_retests` (given the pairs of ranks to run,
-/// it returns their results; called once per round while a suspect is undecided), then the
+/// `t.retest_rounds` rounds of retests through `run_retests` (given a [`RetestRound`], the
+/// pairs of ranks to run at once, it returns their results; called once per packed round while
+/// a suspect is undecided), then the
 /// final word. The retests' results are appended to `pairs`. `ranks`: every rank of the run
 /// and its host; `missing`: the hosts of ranks that did not finish.
 pub fn judge<E, I: IntoIterator<Item = PairResult>>(
@@ -346,7 +370,7 @@ pub fn judge<E, I: IntoIterator<Item = PairResult>>(
     ranks: &[(u32, String)],
     missing: &BTreeSet<String>,
     t: &Thresholds,
-    run_retests: impl FnMut(Vec<Pair>) -> Result<I, E>,
+    run_retests: impl FnMut(RetestRound) -> Result<I, E>,
 ) -> Result<Verdict, E> {
     let sheet = Sheet::of(pairs, missing);
     let (verdict, results) = judge_sheet(&sheet, ranks, missing, t, run_retests)?;
@@ -362,7 +386,7 @@ pub fn judge_sheet<E, I: IntoIterator<Item = PairResult>>(
     ranks: &[(u32, String)],
     missing: &BTreeSet<String>,
     t: &Thresholds,
-    run_retests: impl FnMut(Vec<Pair>) -> Result<I, E>,
+    run_retests: impl FnMut(RetestRound) -> Result<I, E>,
 ) -> Result<(Verdict, Vec<PairResult>), E> {
     let mut results = Vec::new();
     let verdict = judge_sheet_keeping(sheet, ranks, missing, t, run_retests, |p| results.push(p))?;
@@ -378,15 +402,14 @@ pub fn judge_sheet_keeping<E, I: IntoIterator<Item = PairResult>>(
     ranks: &[(u32, String)],
     missing: &BTreeSet<String>,
     t: &Thresholds,
-    run_retests: impl FnMut(Vec<Pair>) -> Result<I, E>,
+    run_retests: impl FnMut(RetestRound) -> Result<I, E>,
     keep: impl FnMut(PairResult),
 ) -> Result<Verdict, E> {
     let reference = reference_of(sheet, t);
     let mut judgement = classify_sheet(sheet, &reference, t);
     let (trials, retests) = retest::run(
         &mut judgement,
-        ranks,
-        missing,
+        (sheet, ranks, missing),
         &reference,
         t,
         run_retests,
@@ -412,7 +435,9 @@ pub fn judge_sheet_keeping<E, I: IntoIterator<Item = PairResult>>(
 
 mod bandwidth;
 mod classify;
+mod conclude;
 mod consolidate;
+mod controls;
 mod latency;
 mod partners;
 mod reference;
@@ -420,10 +445,12 @@ mod retest;
 mod sheet;
 use classify::*;
 pub use classify::{classify, classify_sheet};
+pub use conclude::{conclude, host_summary};
+pub use controls::CONTROL_SIGMAS;
 pub use partners::retest_pairs;
 use reference::*;
 pub use reference::{flag, median, reference, reference_of};
-pub use retest::{Retest, Trial, conclude, host_summary};
+pub use retest::{Retest, Trial};
 pub use sheet::{Fig, Figures, Ix, Sheet};
 
 #[cfg(test)]

@@ -49,6 +49,17 @@ pub struct PairResult {
     pub reason: Option<String>,
     /// This entry is a retest of a suspect (run after the schedule, against a host that passed).
     pub retested: bool,
+    /// A control pair (retested too): a pair the schedule measured healthy, run beside a retest
+    /// round's retests so that round has the schedule's load; its bandwidth is their yardstick.
+    /// Judged by no rule, never a suspect.
+    #[serde(default)]
+    pub control: bool,
+    /// A retest's yardstick from its own round: the median bandwidth of the round's control
+    /// pairs (both ways, without a failure or a stall), Gb/s; its figures are judged against it
+    /// where it is above the reference beyond the noise. None: a scheduled pair, a control, or
+    /// no control beside it (judged against the reference).
+    #[serde(default)]
+    pub control_bw_gbps: Option<f64>,
 }
 
 impl PairResult {
@@ -222,6 +233,15 @@ pub struct RetestSummary {
     /// Retest pair tests whose latency said a host stalled (their bandwidth counted neither way).
     #[serde(default)]
     pub stalled: u32,
+    /// Control pair tests run beside the retests (not counted in `pairs`): pairs the schedule
+    /// measured healthy, so a retest round has a scheduled round's load.
+    #[serde(default)]
+    pub controls: u32,
+    /// Retest rounds (as run at once: a retest round's pairs are packed so no host runs two)
+    /// where no control pair could run (every other host a suspect or busy): their retests
+    /// are judged against the reference alone.
+    #[serde(default)]
+    pub rounds_without_controls: u32,
 }
 
 /// One host's pairs at a glance.

@@ -311,6 +311,8 @@ impl Sheet {
             flagged: false,
             reason: None,
             retested: false,
+            control: false,
+            control_bw_gbps: None,
         }
     }
 }

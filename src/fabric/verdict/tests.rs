@@ -22,6 +22,8 @@ pub(super) fn pair(a: u32, b: u32, bw: f64, lat: f64) -> PairResult {
         flagged: false,
         reason: None,
         retested: false,
+        control: false,
+        control_bw_gbps: None,
     }
 }
 

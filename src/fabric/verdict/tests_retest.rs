@@ -12,13 +12,12 @@ pub(super) fn judged_with_retests(
 ) -> Verdict {
     let n = p.iter().map(|q| q.b_rank + 1).max().unwrap_or(0);
     let ranks: Vec<(u32, String)> = (0..n).map(|r| (r, name(r))).collect();
-    let mut round = 0;
-    judge(p, &ranks, &BTreeSet::new(), t, |pairs| {
-        round += 1;
+    judge(p, &ranks, &BTreeSet::new(), t, |planned| {
         Ok::<_, ()>(
-            pairs
+            planned
+                .pairs()
                 .iter()
-                .map(|(a, b)| retest(round, *a, *b))
+                .map(|(a, b)| retest(planned.round, *a, *b))
                 .collect::<Vec<_>>(),
         )
     })

@@ -40,6 +40,14 @@ fn ci_retest(a: u32, b: u32, (x, y, lat): (f64, f64, f64)) -> PairResult {
 /// once they run out).
 fn ci_verdict(t: &Thresholds, retests: &[(f64, f64, f64)]) -> Verdict {
     judged_with_retests(&mut ci_run(), t, |round, a, b| {
+        if (a, b) != (0, 2) {
+            // A control beside it: as the schedule measured it.
+            let mut q = (ci_run().into_iter())
+                .find(|q| (q.a_rank, q.b_rank) == (a, b))
+                .expect("a scheduled pair");
+            q.retested = true;
+            return q;
+        }
         let k = (round as usize - 1).min(retests.len() - 1);
         ci_retest(a, b, retests[k])
     })

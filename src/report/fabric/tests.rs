@@ -26,6 +26,8 @@ pub(crate) fn sample() -> FabricReport {
         flagged,
         reason: flagged.then(|| "bandwidth 0.1 Gb/s, below 0.8 x the median".to_string()),
         retested: false,
+        control: false,
+        control_bw_gbps: None,
     };
     FabricReport {
         settings: FabricSettings {
@@ -237,6 +239,7 @@ fn text_says_how_many_retests_stalled() {
         pairs: 2,
         undecided: 0,
         stalled: 0,
+        ..RetestSummary::default()
     };
     let t = fabric_text(&r, Style::plain());
     assert!(
@@ -249,6 +252,16 @@ fn text_says_how_many_retests_stalled() {
         t.contains(
             "(retested until decided: 2 retest(s) in 2 of at most 4 rounds; 1 stalled, their \
              bandwidth not counted)\n"
+        ),
+        "{t}"
+    );
+    (r.retests.controls, r.retests.rounds_without_controls) = (3, 1);
+    let t = fabric_text(&r, Style::plain());
+    assert!(
+        t.contains(
+            "(retested until decided: 2 retest(s) in 2 of at most 4 rounds; beside 3 control \
+             pair test(s), 1 retest round(s) without one; 1 stalled, their bandwidth not \
+             counted)\n"
         ),
         "{t}"
     );

@@ -214,7 +214,11 @@ pub fn fabric_text(r: &FabricReport, style: Style) -> String {
                 "  {} - {}{} (round {}): {}",
                 p.a,
                 p.b,
-                if p.retested { " [retest]" } else { "" },
+                match (p.control, p.retested) {
+                    (true, _) => " [control]",
+                    (_, true) => " [retest]",
+                    _ => "",
+                },
                 p.round,
                 p.reason.as_deref().unwrap_or("flagged")
             );
@@ -247,10 +251,18 @@ pub fn fabric_text(r: &FabricReport, style: Style) -> String {
         let rt = &r.retests;
         let _ = writeln!(
             out,
-            "\nsuspects (retested until decided: {} retest(s) in {} of at most {} rounds{})",
+            "\nsuspects (retested until decided: {} retest(s) in {} of at most {} rounds{}{})",
             rt.pairs,
             rt.rounds,
             rt.budget_rounds,
+            if rt.controls > 0 || rt.rounds_without_controls > 0 {
+                format!(
+                    "; beside {} control pair test(s), {} retest round(s) without one",
+                    rt.controls, rt.rounds_without_controls
+                )
+            } else {
+                String::new()
+            },
             if rt.stalled > 0 {
                 format!("; {} stalled, their bandwidth not counted", rt.stalled)
             } else {
