@@ -96,7 +96,7 @@ fabric_boot() {
         -device "virtio-net-pci,netdev=net0,mac=52:54:00:4e:00:$(printf %02x "$i")" \
         -no-reboot \
         -kernel "$LAB_CACHE/root/boot/vmlinuz-$kver" -initrd "$LAB_CACHE/initrd.gz" \
-        -append "console=ttyS0 quiet loglevel=3 panic=-1 rdmadiag_guest=$run/guest$i.sh" \
+        -append "console=ttyS0 quiet loglevel=4 panic=-1 rdmadiag_guest=$run/guest$i.sh" \
         -virtfs "local,path=/,mount_tag=hostroot,security_model=passthrough,multidevs=remap" \
         </dev/null >"$run/qemu$i.log" 2>&1 &
 }
