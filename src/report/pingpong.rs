@@ -33,7 +33,8 @@ pub struct PingpongReport {
     pub elapsed_s: f64,
     pub round_trips_per_sec: f64,
     /// Elapsed time over round trips, as ibv_rc_pingpong's "usec/iter" (a mean that includes
-    /// everything between the first send and the last completion).
+    /// everything from just after the first send is posted, where ibv_rc_pingpong starts its
+    /// clock, to the last completion).
     #[serde(default)]
     pub usec_per_iter: f64,
     /// Completions requested: "every send" (as ibv_rc_pingpong).
