@@ -936,6 +936,256 @@ fn a_slow_host_is_found_retested_and_confirmed() {
     assert!(sim.codes.iter().all(|c| matches!(c, Ok(3))));
 }
 
+/// The fault of a 4-rank fabric: a slow link, two that share no host, or a slow host.
+#[derive(Debug, Clone, Copy)]
+enum Slow {
+    Link(u32, u32),
+    Links((u32, u32), (u32, u32)),
+    Host(u32),
+}
+
+impl Slow {
+    /// The pair's bandwidth, as [`Stub`]'s rules give it: 1 Gb/s over the fault, else 10.
+    fn bw(self, a: u32, b: u32) -> f64 {
+        let over = |(x, y): (u32, u32)| (a, b) == (x, y) || (a, b) == (y, x);
+        let slow = match self {
+            Slow::Link(x, y) => over((x, y)),
+            Slow::Links(l, m) => over(l) || over(m),
+            Slow::Host(h) => a == h || b == h,
+        };
+        if slow { 1.0 } else { 10.0 }
+    }
+}
+
+/// The longest a rank waits for its peer on the test port.
+const MEET: Duration = Duration::from_secs(5);
+
+/// Measures as [`Stub`] does (bandwidth from the fault's rule, a fixed latency), but only
+/// once the pair's two ranks have met on the test port the coordinator named: a dials b's
+/// test port and says the round, its rank and the pair's key; b accepts on its own listener,
+/// checks them and answers. A peer that does not come within [`MEET`], or the wrong one,
+/// fails the pair instead of measuring it. `met` counts the meetings (on b's side).
+struct Meets {
+    rank: u32,
+    slow: Slow,
+    met: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Meets {
+    fn meet(&self, t: &PairTest) -> anyhow::Result<()> {
+        let key = t.key.as_ref().map(|k| k.to_hex()).unwrap_or_default();
+        let deadline = Instant::now() + MEET;
+        let (client, server) = if t.first {
+            (self.rank, t.peer.rank)
+        } else {
+            (t.peer.rank, self.rank)
+        };
+        let hello = format!("round {} rank {client} key {key}\n", t.round);
+        let answer = format!("met round {} rank {server}\n", t.round);
+        let mut line = String::new();
+        if t.first {
+            let to = (t.peer.address.as_str(), t.peer.test_port);
+            let mut s = TcpStream::connect(to)?;
+            s.set_read_timeout(Some(MEET))?;
+            s.write_all(hello.as_bytes())?;
+            std::io::BufRead::read_line(&mut BufReader::new(&s), &mut line)?;
+            anyhow::ensure!(line == answer, "{to:?} answered {line:?}, not {answer:?}");
+            return Ok(());
+        }
+        t.listener.set_nonblocking(true)?;
+        let mut s = loop {
+            match t.listener.accept() {
+                Ok((s, _)) => break s,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    anyhow::ensure!(Instant::now() < deadline, "no peer within {MEET:?}");
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        };
+        s.set_nonblocking(false)?;
+        s.set_read_timeout(Some(MEET))?;
+        std::io::BufRead::read_line(&mut BufReader::new(&s), &mut line)?;
+        anyhow::ensure!(line == hello, "a client said {line:?}, not {hello:?}");
+        s.write_all(answer.as_bytes())?;
+        self.met.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+impl PairRunner for Meets {
+    fn identity(&self) -> anyhow::Result<Identity> {
+        Stub {
+            rank: self.rank,
+            bw: even,
+            stall: None,
+        }
+        .identity()
+    }
+
+    fn run(&self, t: &PairTest) -> PairSide {
+        if let Err(e) = self.meet(t) {
+            return PairSide {
+                error: Some(format!("meeting {} on the test port: {e:#}", t.peer.host)),
+                ..Default::default()
+            };
+        }
+        let (a, b) = if t.first {
+            (self.rank, t.peer.rank)
+        } else {
+            (t.peer.rank, self.rank)
+        };
+        PairSide {
+            bw_gbps: Some(self.slow.bw(a, b)),
+            lat_us: t.first.then_some(5.0),
+            ..Default::default()
+        }
+    }
+}
+
+/// 188929d/4cb1b48 (each retest round filled with control pairs) once hung the 4-guest lab
+/// with rank 0 dialling rank 1's test port (the lab's NIC stall, as it turned out). Here 4
+/// ranks meet on their test ports for every pair, scheduled, retest and control: each of the
+/// 6 links slow in turn, then each of the 4 hosts, then two links that share no host. Every
+/// run ends within its bound with no rank missing and the fault named and confirmed; in the
+/// JSON report every pair met and was measured, a retest round of one retest beside one
+/// control pair (the two hosts it left idle), a round of two retests (4 hosts: a scheduled
+/// round's size already) without one, and counted in `rounds_without_controls`.
+#[test]
+fn every_retest_round_meets_its_peers_on_the_test_ports() {
+    let mut faults: Vec<Slow> = (0..4)
+        .flat_map(|a| (a + 1..4).map(move |b| Slow::Link(a, b)))
+        .collect();
+    faults.extend((0..4).map(Slow::Host));
+    // Two slow links that share no host: their retests take all 4 hosts at once.
+    faults.extend(
+        [((0, 1), (2, 3)), ((0, 2), (1, 3)), ((0, 3), (1, 2))].map(|(l, m)| Slow::Links(l, m)),
+    );
+    let (started, runs) = (Instant::now(), faults.len());
+    for slow in faults {
+        let met = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let m = met.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        // The run in a thread of its own, so that a hang fails the test instead of holding it.
+        std::thread::spawn(move || {
+            let sim = simulate(config(4, Duration::from_secs(10)), 4, |rank| Meets {
+                rank,
+                slow,
+                met: m.clone(),
+            });
+            let _ = tx.send(sim);
+        });
+        let sim = (rx.recv_timeout(Duration::from_secs(60)))
+            .unwrap_or_else(|_| panic!("{slow:?}: the run did not end within 60 s"));
+        assert!(
+            sim.elapsed < Duration::from_secs(30),
+            "{slow:?}: {:?}",
+            sim.elapsed
+        );
+        let o = sim.outcome.unwrap();
+        assert!(o.missing.is_empty(), "{slow:?}: {:?}", o.missing_reasons);
+        assert!(
+            sim.codes.iter().all(|c| matches!(c, Ok(3))),
+            "{slow:?}: {:?}",
+            (sim.codes.iter())
+                .map(|c| c.as_ref().map_err(|e| e.to_string()))
+                .collect::<Vec<_>>()
+        );
+        let rounds = o.rounds;
+        let r = rdmadiag::fabric::report(o, audit::settings(), sim.elapsed);
+        let v = serde_json::to_value(&r).unwrap();
+        let names =
+            |x: &serde_json::Value| -> Vec<String> { serde_json::from_value(x.clone()).unwrap() };
+        assert!(names(&v["missing"]).is_empty(), "{slow:?}");
+        let link = |(a, b): (u32, u32)| [format!("sim{a}"), format!("sim{b}")];
+        let (links, hosts): (Vec<[String; 2]>, Vec<String>) = match slow {
+            Slow::Link(a, b) => (vec![link((a, b))], vec![]),
+            Slow::Links(l, m) => (vec![link(l), link(m)], vec![]),
+            Slow::Host(h) => (vec![], vec![format!("sim{h}")]),
+        };
+        let named_links: Vec<[String; 2]> =
+            serde_json::from_value(v["suspects"]["links"].clone()).unwrap();
+        assert_eq!(named_links, links, "{slow:?}: {}", v["suspects"]);
+        assert_eq!(names(&v["suspects"]["hosts"]), hosts, "{slow:?}");
+        let notes = v["suspect_notes"].as_array().unwrap();
+        assert_eq!(notes.len(), links.len() + hosts.len(), "{slow:?}");
+        assert!(
+            notes.iter().all(|n| n["confirmed"] == true),
+            "{slow:?}: {notes:?}"
+        );
+        let pairs = v["pairs"].as_array().unwrap();
+        assert_eq!(
+            met.load(std::sync::atomic::Ordering::Relaxed),
+            pairs.len(),
+            "{slow:?}: every pair of the report met on its test port"
+        );
+        for p in pairs {
+            assert!(p["error"].is_null(), "{slow:?}: {p}");
+            assert!(
+                p["bw_gbps"].is_f64() && p["bw_gbps_reverse"].is_f64(),
+                "{slow:?}: {p}"
+            );
+        }
+        // The retest rounds, as run at once (the coordinator numbers each after the schedule's).
+        let mut by_round: std::collections::BTreeMap<u64, (Vec<&serde_json::Value>, Vec<_>)> =
+            Default::default();
+        for p in pairs.iter().filter(|p| p["retested"] == true) {
+            let round = by_round.entry(p["round"].as_u64().unwrap()).or_default();
+            if p["control"] == true {
+                round.1.push(p);
+            } else {
+                round.0.push(p);
+            }
+        }
+        assert!(!by_round.is_empty(), "{slow:?}: the fault was retested");
+        let numbers: Vec<u64> = by_round.keys().copied().collect();
+        let expected: Vec<u64> = (4..=u64::from(rounds)).collect();
+        assert_eq!(numbers, expected, "{slow:?}: every retest round ran pairs");
+        let (mut without, mut controls) = (0, 0);
+        for (round, (retests, control)) in &by_round {
+            let ranks = |ps: &[&serde_json::Value]| -> Vec<u64> {
+                let mut k: Vec<u64> = (ps.iter())
+                    .flat_map(|p| [p["a_rank"].as_u64().unwrap(), p["b_rank"].as_u64().unwrap()])
+                    .collect();
+                k.sort();
+                k
+            };
+            let busy = ranks(retests);
+            match retests.len() {
+                1 => {
+                    // One control pair: the two hosts the retest left idle.
+                    assert_eq!(control.len(), 1, "{slow:?}, round {round}: {control:?}");
+                    let idle: Vec<u64> = (0..4).filter(|k| !busy.contains(k)).collect();
+                    assert_eq!(ranks(control), idle, "{slow:?}, round {round}");
+                    let c = control[0];
+                    assert!(
+                        c["flagged"] == false && c["reason"].is_null(),
+                        "{slow:?}: {c}"
+                    );
+                    assert_eq!(c["bw_gbps"], 10.0, "{slow:?}: {c}");
+                }
+                2 => {
+                    // Two retests: a scheduled round's size already, no room for a control.
+                    assert!(control.is_empty(), "{slow:?}, round {round}: {control:?}");
+                    without += 1;
+                }
+                n => panic!("{slow:?}, round {round}: {n} retests at once among 4 hosts"),
+            }
+            controls += control.len();
+        }
+        let summary = &v["retests"];
+        assert_eq!(
+            summary["rounds_without_controls"], without,
+            "{slow:?}: {summary}"
+        );
+        assert_eq!(summary["controls"], controls, "{slow:?}: {summary}");
+    }
+    println!(
+        "{runs} faults, every run's retest rounds met: {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+}
+
 #[test]
 fn a_rank_that_overruns_a_round_is_named_and_the_run_goes_on() {
     let stall = Duration::from_secs(4);
