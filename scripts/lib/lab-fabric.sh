@@ -91,14 +91,66 @@ fabric_boot() {
     # The deadline covers boot as well; timeout sends SIGTERM at the deadline and SIGKILL 10 s later.
     ip netns exec "$fabric_netns" timeout -k 10 "$timeout_s" qemu-system-x86_64 \
         -nodefaults -machine q35 -accel tcg -cpu max -smp 1 -m 1536 \
-        -display none -monitor none -serial "file:$run/console$i" \
+        -display none -monitor "unix:$run/monitor$i,server=on,wait=off" -serial "file:$run/console$i" \
         -netdev "tap,id=net0,ifname=tap$i,script=no,downscript=no" \
-        -device "virtio-net-pci,netdev=net0,mac=52:54:00:4e:00:$(printf %02x "$i")" \
+        -device "virtio-net-pci,id=nic0,netdev=net0,mac=52:54:00:4e:00:$(printf %02x "$i")" \
         -no-reboot \
         -kernel "$LAB_CACHE/root/boot/vmlinuz-$kver" -initrd "$LAB_CACHE/initrd.gz" \
         -append "console=ttyS0 quiet loglevel=4 panic=-1 rdmadiag_guest=$run/guest$i.sh" \
         -virtfs "local,path=/,mount_tag=hostroot,security_model=passthrough,multidevs=remap" \
         </dev/null >"$run/qemu$i.log" 2>&1 &
+}
+
+# fabric_monitor I CMD...: each HMP command's answer from guest fabI's QEMU monitor (its unix socket).
+fabric_monitor() {
+    local i=$1
+    shift
+    python3 - "$run/monitor$i" "$@" <<'PY'
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(10)
+s.connect(sys.argv[1])
+def until_prompt():
+    buf = b""
+    while not buf.endswith(b"(qemu) "):
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        buf += chunk
+    return buf.decode(errors="replace")
+until_prompt()
+for cmd in sys.argv[2:]:
+    s.sendall(cmd.encode() + b"\n")
+    out = until_prompt()
+    print("(qemu) " + cmd)
+    print("\n".join(l for l in out.splitlines()[1:-1] if "\x1b" not in l))
+PY
+}
+
+# fabric_nic_watch: in the background while the guests run, every 5 s: for a guest whose console has
+# a transmit timeout, record its NIC's transmit and receive queues as QEMU sees them, and its tap's
+# counters, once at once and once 10 s later, in $run/nicstateI (printed by fabric_nic_stalls): do
+# QEMU's indexes trail the guest's (a kick QEMU missed) or match (an interrupt the guest missed)?
+fabric_nic_watch() {
+    local i dev=/machine/peripheral/nic0/virtio-backend
+    local -A seen=()
+    while sleep 5; do
+        for ((i = 1; i <= hosts; i++)); do
+            ((${seen[$i]:-0} < 2)) || continue
+            grep -q 'NETDEV WATCHDOG' "$run/console$i" 2>/dev/null || continue
+            if ((${seen[$i]:-0} == 1)); then
+                sleep 10
+            fi
+            seen[$i]=$((${seen[$i]:-0} + 1))
+            {
+                echo "--- $(date +%T), console: $(grep -c 'NETDEV WATCHDOG' "$run/console$i") watchdog lines"
+                fabric_monitor "$i" "info virtio-queue-status $dev 1" "info virtio-queue-element $dev 1" \
+                    "info virtio-queue-status $dev 0" \
+                    "info virtio-status $dev"
+                ip -n "$fabric_netns" -s link show "tap$i"
+            } >>"$run/nicstate$i" 2>&1
+        done
+    done
 }
 
 # fabric_nic_stalls: one line on stderr per guest whose kernel logged a transmit timeout on eth0 (the
@@ -113,6 +165,10 @@ fabric_nic_stalls() {
         ((n > 0)) || continue
         echo "lab: fab$i's NIC stalled: $n transmit-timeout lines on its console; first and last:" >&2
         grep -E 'NETDEV WATCHDOG|TX timeout' "$run/console$i" | sed -n '1p;$p' | sed "s/^/[fab$i] /" >&2
+        if [[ -s $run/nicstate$i ]]; then
+            echo "lab: fab$i's NIC as its QEMU saw it during the stall:" >&2
+            sed "s/^/[fab$i] /" "$run/nicstate$i" >&2
+        fi
     done
 }
 
@@ -158,6 +214,8 @@ run_fabric() {
     qemu_pid=$!   # (qemu inherits the lock: an orphaned guest still holds it until it ends)
     tail -n +1 -s 0.2 -f --pid="$qemu_pid" "$run/out" 9>&- &
     tail_pid=$!
+    fabric_nic_watch 9>&- &
+    fabric_pids+=("$!")
 
     wait "$qemu_pid" || qemu_rc=$?
     qemu_pid=""
