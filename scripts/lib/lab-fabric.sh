@@ -134,7 +134,14 @@ PY
 fabric_nic_watch() {
     local i dev=/machine/peripheral/nic0/virtio-backend
     local -A seen=()
-    while sleep 5; do
+    # A background subshell inherits scripts/lab's traps: its EXIT trap would tear the run down
+    # (and remove the run directory under the parent's feet), its TERM trap exit 143 and make the
+    # parent's kill-and-wait fail. Stopped (SIGTERM, when fab1 is done), it just ends.
+    trap - EXIT INT
+    trap 'exit 0' TERM
+    while :; do
+        sleep 5 &
+        wait $!
         for ((i = 1; i <= hosts; i++)); do
             ((${seen[$i]:-0} < 2)) || continue
             grep -q 'NETDEV WATCHDOG' "$run/console$i" 2>/dev/null || continue
@@ -148,7 +155,7 @@ fabric_nic_watch() {
                     "info virtio-queue-status $dev 0" \
                     "info virtio-status $dev"
                 ip -n "$fabric_netns" -s link show "tap$i"
-            } >>"$run/nicstate$i" 2>&1
+            } >>"$run/nicstate$i" 2>&1 || true
         done
     done
 }
@@ -224,7 +231,7 @@ run_fabric() {
     elapsed=$((SECONDS - start))
     # fab1 is done: the others have nothing left to do (they only serve Slurm); stop them now.
     for pid in "${fabric_pids[@]}"; do
-        kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+        kill "$pid" 2>/dev/null && { wait "$pid" 2>/dev/null || true; }
     done
     fabric_pids=()
     fabric_nic_stalls
