@@ -12,11 +12,9 @@ const JUMBO_HOST: &str = "fab3";
 
 /// Run `script` as root on `host` through Slurm (no job holds the nodes between tests).
 fn on(host: &str, script: &str) -> String {
-    // (timeout: srun -w waits as long as Slurm cannot reach the node, and a test must not hang on it)
-    let out = Command::new("timeout")
+    let out = bounded(SLURM_DEADLINE, "srun")
         .args([
-            "-k", "5", "90", "srun", "--quiet", "-N1", "-n1", "-w", host, "--time=1", "bash",
-            "-euc",
+            "--quiet", "-N1", "-n1", "-w", host, "--time=1", "bash", "-euc",
         ])
         .arg(script)
         .stdin(Stdio::null())
@@ -47,11 +45,8 @@ impl NetdevMtu {
 
 impl Drop for NetdevMtu {
     fn drop(&mut self) {
-        let _ = Command::new("timeout")
-            .args([
-                "-k", "5", "90", "srun", "--quiet", "-N1", "-n1", "-w", self.host,
-            ])
-            .arg("--time=1")
+        let _ = bounded(SLURM_DEADLINE, "srun")
+            .args(["--quiet", "-N1", "-n1", "-w", self.host, "--time=1"])
             .args(["ip", "link", "set", "dev", "eth0", "mtu", "1500"])
             .stdin(Stdio::null())
             .status();

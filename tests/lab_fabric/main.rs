@@ -70,15 +70,23 @@ fn require_fabric() {
     );
 }
 
-/// How long lab-impair may take: it reaches the other guests through `srun -w`, which waits as long as
-/// Slurm cannot reach a node (a guest whose NIC stalled), and a test's cleanup must not hang on that.
-const IMPAIR_DEADLINE: &str = "90";
+/// How long a command that reaches other guests through Slurm (`srun -w`, lab-impair) may take:
+/// srun waits as long as Slurm cannot reach a node (a guest whose NIC stalled), and neither a test
+/// nor its cleanup may hang on that.
+const SLURM_DEADLINE: &str = "90";
 
-/// `timeout -k 5 90 scripts/lib/lab-impair ARGS` (exit 124 when it ran out of time).
+/// `timeout -k 5 SECS PROGRAM`: PROGRAM ended after SECS seconds (exit 124), killed 5 s later.
+fn bounded(secs: &str, program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut cmd = Command::new("timeout");
+    cmd.args(["-k", "5", secs]).arg(program);
+    cmd
+}
+
+/// scripts/lib/lab-impair ARGS, bounded by [`SLURM_DEADLINE`].
 fn impair_command(args: &[&str]) -> Command {
     let tool = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/lib/lab-impair");
-    let mut cmd = Command::new("timeout");
-    cmd.args(["-k", "5", IMPAIR_DEADLINE]).arg(tool).args(args);
+    let mut cmd = bounded(SLURM_DEADLINE, tool);
+    cmd.args(args);
     cmd
 }
 
@@ -264,9 +272,7 @@ fn fabric(launch: Launch, args: &[&str], kill_rank: Option<u32>) -> FabricRun {
         if start.elapsed() > RUN_DEADLINE {
             let _ = child.kill();
             let _ = child.wait();
-            let _ = Command::new("timeout")
-                .args(["-k", "5", "30", "scancel", "--user=root"])
-                .status();
+            let _ = bounded("30", "scancel").arg("--user=root").status();
             panic!(
                 "the fabric run hung: srun still running after {RUN_DEADLINE:?} (args {args:?}); outputs in {}",
                 dir.display()
